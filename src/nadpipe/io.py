@@ -1,0 +1,86 @@
+"""Shared plumbing: derived seeds, atomic writes, job logging and device choice."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def derive_seed(*parts: object) -> int:
+    """A 63-bit seed from any tuple of printable parts, stable across runs and platforms.
+
+    Each random stream gets its own tuple (e.g. ("data", i, j, seed)), so streams never share
+    draws and adding a grid cell never changes another cell's numbers.
+    """
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def generator(*parts: object) -> torch.Generator:
+    """A CPU generator seeded with `derive_seed(*parts)`."""
+    return torch.Generator().manual_seed(derive_seed(*parts))
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+    """Call `write(tmp_path)`, then rename to `path`, so readers never see a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def save_torch(obj: Any, path: str | os.PathLike) -> None:
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+
+
+def load_torch(path: str | os.PathLike) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def save_json(obj: Any, path: str | os.PathLike) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+            f.write("\n")
+
+    atomic_write(path, write)
+
+
+def pick_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@contextlib.contextmanager
+def job_log(path: str | os.PathLike | None, threads: int | None = None) -> Iterator[None]:
+    """Send stdout and stderr (tqdm included) to a job's log file; set torch's CPU threads."""
+    if threads:
+        torch.set_num_threads(threads)
+    if path is None:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", buffering=1) as log:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                yield
+            except BaseException:
+                import traceback
+
+                traceback.print_exc(file=log)
+                raise

@@ -1,0 +1,12 @@
+rule pair_dataset:
+    input:
+        nads=nads_of,
+    output:
+        f"{PAIR}/datasets/{CELL}.pt",
+    params:
+        nad_source=lambda w: nc.nad_source(CFG, w.arch),
+        data=lambda w: nc.pair_data(CFG),
+    log:
+        f"logs/nad_pairs/datasets/{CELL}.log",
+    script:
+        "../scripts/pair_dataset.py"

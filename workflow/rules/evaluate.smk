@@ -1,0 +1,16 @@
+rule evaluate_pair:
+    input:
+        dataset=f"{PAIR}/datasets/{CELL}.pt",
+        model=f"{PAIR}/models/{CELL}.pt",
+        metrics=f"{PAIR}/models/{CELL}.json",
+    output:
+        f"{PAIR}/eval/{CELL}.parquet",
+    params:
+        batch_size=CFG["nad_pairs"]["eval_batch_size"],
+    log:
+        f"logs/nad_pairs/evaluate/{CELL}.log",
+    threads: 1
+    resources:
+        gpu=1,
+    script:
+        "../scripts/evaluate_pair.py"

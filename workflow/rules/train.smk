@@ -1,0 +1,18 @@
+rule train_pair:
+    input:
+        dataset=f"{PAIR}/datasets/{CELL}.pt",
+    output:
+        model=f"{PAIR}/models/{CELL}.pt",
+        metrics=f"{PAIR}/models/{CELL}.json",
+    params:
+        spec=lambda w: nc.model_spec(CFG, w.arch),
+        train=lambda w: nc.train_params(CFG, "nad_pairs", w.arch),
+    log:
+        f"logs/nad_pairs/train/{CELL}.log",
+    benchmark:
+        f"benchmarks/nad_pairs/train/{CELL}.tsv"
+    threads: 1
+    resources:
+        gpu=1,
+    script:
+        "../scripts/train_pair.py"

@@ -1,0 +1,7 @@
+"""Concatenate per-cell results into the study's summary parquet."""
+
+from nadpipe.io import job_log
+from nadpipe.jobs import aggregate_job
+
+with job_log(snakemake.log[0]):  # noqa: F821
+    aggregate_job(list(snakemake.input), snakemake.output[0])  # noqa: F821
