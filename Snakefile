@@ -20,9 +20,9 @@ include: "workflow/rules/plots.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_outputs(),
-    default_target: True
 
 
 onsuccess:

@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path

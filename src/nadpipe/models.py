@@ -1,4 +1,4 @@
-"""Architectures by name: a registry of CIFAR-sized models plus user models given as `module:callable`.
+"""Architectures by name: CIFAR-sized registry models and user models as `module:callable`.
 
 Every model maps (batch, in_channels, 32, 32) to (batch, num_classes). Non-linearities are
 `nn.ReLU` modules, one instance per use, so activation patterns can be read through hooks.

@@ -42,7 +42,9 @@ class NadSettings:
 
 def eval_points(settings: NadSettings) -> torch.Tensor:
     """(n_points, 1, 32, 32) fixed random points x0 ~ N(0, I)."""
-    return torch.randn(settings.n_points, 1, SIDE, SIDE, generator=generator("nad-x0", settings.seed))
+    return torch.randn(
+        settings.n_points, 1, SIDE, SIDE, generator=generator("nad-x0", settings.seed)
+    )
 
 
 def init_network(build: Callable[[], nn.Module], settings: NadSettings, k: int) -> nn.Module:

@@ -41,8 +41,15 @@ def pair_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
         ax.set_title(title)
         for (r, c), val in np.ndenumerate(grid.to_numpy()):
             if np.isfinite(val):
-                ax.text(c, r, f"{val:.0f}", ha="center", va="center", fontsize=8,
-                        color="white" if val < 80 else "black")
+                ax.text(
+                    c,
+                    r,
+                    f"{val:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if val < 80 else "black",
+                )
     fig.colorbar(im, ax=axes, label="test accuracy (%)", shrink=0.9)
     fig.suptitle(f"{arch}: D(v1) (+) D(v2), mean over {n_seeds} seed(s)")
     atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))

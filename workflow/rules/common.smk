@@ -1,4 +1,4 @@
-# Shared by every rule file: the validated config, wildcard constraints and input functions.
+# Shared by all stages: the validated config, wildcard constraints and input functions.
 # The grid logic lives in nadpipe.config, where the tests can import it.
 from nadpipe import config as nc
 
@@ -27,4 +27,7 @@ def nads_of(wildcards):
 
 
 def pair_results(wildcards):
-    return [f"{PAIR}/eval/{c.arch}/i{c.i}_j{c.j}_s{c.seed}.parquet" for c in nc.pair_cells(CFG)]
+    return [
+        f"{PAIR}/eval/{c.arch}/i{c.i}_j{c.j}_s{c.seed}.parquet"
+        for c in nc.pair_cells(CFG)
+    ]

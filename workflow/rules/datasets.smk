@@ -3,10 +3,10 @@ rule pair_dataset:
         nads=nads_of,
     output:
         f"{PAIR}/datasets/{CELL}.pt",
+    log:
+        f"logs/nad_pairs/datasets/{CELL}.log",
     params:
         nad_source=lambda w: nc.nad_source(CFG, w.arch),
         data=lambda w: nc.pair_data(CFG),
-    log:
-        f"logs/nad_pairs/datasets/{CELL}.log",
     script:
         "../scripts/pair_dataset.py"

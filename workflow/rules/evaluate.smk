@@ -5,12 +5,12 @@ rule evaluate_pair:
         metrics=f"{PAIR}/models/{CELL}.json",
     output:
         f"{PAIR}/eval/{CELL}.parquet",
-    params:
-        batch_size=CFG["nad_pairs"]["eval_batch_size"],
     log:
         f"logs/nad_pairs/evaluate/{CELL}.log",
     threads: 1
     resources:
         gpu=1,
+    params:
+        batch_size=CFG["nad_pairs"]["eval_batch_size"],
     script:
         "../scripts/evaluate_pair.py"

@@ -1,14 +1,14 @@
 rule nads:
     output:
         "results/nads/{arch}.pt",
-    params:
-        job=lambda w: nc.nad_params(CFG, w.arch),
     log:
         "logs/nads/{arch}.log",
     benchmark:
         "benchmarks/nads/{arch}.tsv"
-    threads: workflow.cores
+    threads: 4  # capped at --cores by Snakemake
     resources:
         gpu=1,
+    params:
+        job=lambda w: nc.nad_params(CFG, w.arch),
     script:
         "../scripts/nads.py"

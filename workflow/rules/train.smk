@@ -4,9 +4,6 @@ rule train_pair:
     output:
         model=f"{PAIR}/models/{CELL}.pt",
         metrics=f"{PAIR}/models/{CELL}.json",
-    params:
-        spec=lambda w: nc.model_spec(CFG, w.arch),
-        train=lambda w: nc.train_params(CFG, "nad_pairs", w.arch),
     log:
         f"logs/nad_pairs/train/{CELL}.log",
     benchmark:
@@ -14,5 +11,8 @@ rule train_pair:
     threads: 1
     resources:
         gpu=1,
+    params:
+        spec=lambda w: nc.model_spec(CFG, w.arch),
+        train=lambda w: nc.train_params(CFG, "nad_pairs", w.arch),
     script:
         "../scripts/train_pair.py"

@@ -3,5 +3,5 @@
 from nadpipe.io import job_log
 from nadpipe.jobs import aggregate_job
 
-with job_log(snakemake.log[0]):  # noqa: F821
-    aggregate_job(list(snakemake.input), snakemake.output[0])  # noqa: F821
+with job_log(snakemake.log[0]):
+    aggregate_job(list(snakemake.input), snakemake.output[0])

@@ -3,5 +3,5 @@
 from nadpipe.io import job_log
 from nadpipe.jobs import nads_job
 
-with job_log(snakemake.log[0], snakemake.threads):  # noqa: F821
-    nads_job(snakemake.output[0], **snakemake.params.job)  # noqa: F821
+with job_log(snakemake.log[0], snakemake.threads):
+    nads_job(snakemake.output[0], **snakemake.params.job)

@@ -3,7 +3,7 @@
 from nadpipe.io import job_log
 from nadpipe.jobs import pair_dataset_job
 
-sm = snakemake  # noqa: F821
+sm = snakemake
 with job_log(sm.log[0], sm.threads):
     pair_dataset_job(
         sm.input.nads,

@@ -1,0 +1,100 @@
+import pytest
+import torch
+from torch import nn
+
+from nadpipe.models import lenet
+from nadpipe.nads import (
+    NadSettings,
+    compute_nads,
+    dipole_sensitivity,
+    eval_points,
+    fix_signs,
+    gradient_sensitivity,
+    init_network,
+    nads_from_sensitivities,
+)
+
+# three orthonormal directions and the standard deviations of their random coefficients
+U = torch.linalg.qr(torch.randn(1024, 3, generator=torch.Generator().manual_seed(0)))[0].T
+SCALES = torch.tensor([3.0, 2.0, 1.0])
+
+
+class RandomLinear(nn.Module):
+    """f(x) = sum_k a_k s_k u_k . x with a ~ N(0, I): the sensitivity is sum_k a_k s_k u_k, so
+    its covariance is sum_k s_k^2 u_k u_k^T exactly: NADs u_1, u_2, u_3, eigenvalues 9, 4, 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return ((x.flatten(1) @ U.T) * (self.a * SCALES)).sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("estimator", ["dipole", "gradient"])
+def test_nads_of_a_model_with_known_covariance(estimator):
+    art = compute_nads(
+        RandomLinear, NadSettings(estimator=estimator, n_networks=3000), progress=False
+    )
+    vecs, evals = art["vectors"].double(), art["eigenvalues"]
+    for k in range(3):
+        assert abs(vecs[k] @ U[k].double()) > 0.99
+    # sampling error of a covariance from 3000 draws is a few percent
+    torch.testing.assert_close(evals[:3], SCALES.double() ** 2, rtol=0.08, atol=0)
+    assert evals[3:].abs().max() < 1e-6  # rank three
+    torch.testing.assert_close(
+        vecs @ vecs.T, torch.eye(1024, dtype=torch.float64), atol=1e-5, rtol=0
+    )
+
+
+def test_eigendecomposition_order_and_sign_convention():
+    q = torch.linalg.qr(
+        torch.randn(1024, 1024, generator=torch.Generator().manual_seed(1)).double()
+    )[0]
+    s = torch.linspace(2.0, 0.1, 1024, dtype=torch.float64)
+    s[0] = 4.0  # a clear gap, so the first direction is identifiable from samples
+    g = torch.randn(20000, 1024, generator=torch.Generator().manual_seed(2)).double() * s @ q.T
+    evals, vecs = nads_from_sensitivities(g)
+    assert torch.all(evals[:-1] >= evals[1:])
+    assert abs(vecs[0] @ q[:, 0]) > 0.95
+    # largest-magnitude coordinate of each NAD is positive, so NADs are comparable across runs
+    assert torch.all(vecs.gather(1, vecs.abs().argmax(1, keepdim=True)) > 0)
+    assert torch.equal(fix_signs(-vecs), vecs)
+
+
+def test_dipole_is_a_central_difference_and_tends_to_the_gradient():
+    settings = NadSettings(n_networks=1, n_points=2)
+    net = init_network(lambda: lenet(1, 1).double(), settings, 0)
+    x0 = eval_points(settings).double()
+    grad = gradient_sensitivity(net, x0)
+    small = dipole_sensitivity(net, x0, step=1e-4, batch_size=512)
+    torch.testing.assert_close(small, grad, rtol=1e-3, atol=1e-7)
+    # coordinate k of the large-step dipole is exactly (f(x0 + h e_k) - f(x0 - h e_k)) / 2h
+    big = dipole_sensitivity(net, x0, step=100.0, batch_size=300)
+    e = torch.zeros(1, 1, 32, 32, dtype=torch.float64)
+    e.view(-1)[77] = 100.0
+    with torch.no_grad():
+        by_hand = (net(x0[:1] + e) - net(x0[:1] - e)).item() / 200
+    assert big[0, 77].item() == pytest.approx(by_hand, rel=1e-9)
+    # the large step measures something else than the gradient (why the estimators differ)
+    assert torch.nn.functional.cosine_similarity(big, grad).max() < 0.99
+
+
+def test_nads_are_deterministic_and_seeded():
+    build = lambda: lenet(1, 1)  # noqa: E731
+    a = compute_nads(build, NadSettings(n_networks=4, seed=1), progress=False)
+    b = compute_nads(build, NadSettings(n_networks=4, seed=1), progress=False)
+    c = compute_nads(build, NadSettings(n_networks=4, seed=2), progress=False)
+    assert torch.equal(a["vectors"], b["vectors"])
+    assert not torch.equal(a["vectors"], c["vectors"])
+    assert a["settings"]["n_networks"] == 4 and a["settings"]["estimator"] == "dipole"
+
+
+def test_lenet_dipole_nads_prefer_low_frequencies():
+    # the NAD paper's finding: LeNet's first NADs are low-frequency; its last ones are not
+    art = compute_nads(lambda: lenet(1, 1), NadSettings(n_networks=64), progress=False)
+    power = torch.fft.fft2(art["vectors"].reshape(1024, 32, 32)).abs() ** 2
+    f = torch.fft.fftfreq(32).abs()
+    radius = (f[:, None] ** 2 + f[None, :] ** 2).sqrt()
+    mean_freq = (power * radius).sum((1, 2)) / power.sum((1, 2))  # (1024,)
+    assert mean_freq[:10].mean() < mean_freq[-100:].mean()

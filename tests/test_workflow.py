@@ -1,0 +1,169 @@
+"""The real Snakemake DAG end to end on a micro config, and what a config change re-plans."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+
+MICRO = {
+    "architectures": {
+        "mlp": {"model": "mlp", "kwargs": {"hidden": [64]}},
+        "lenet": {"model": "lenet"},
+    },
+    "nads": {"n_networks": 48},
+    "nad_pairs": {
+        "architectures": ["mlp", "lenet"],
+        "indices": [0, 1000],
+        "seeds": [0],
+        "eps2": 1.0,  # both channels equally easy to separate: which one is used is the bias
+        "n_train": 2000,
+        "n_test": 1000,
+        "train": {"epochs": 10},
+    },
+}
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        *args,
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return res
+
+
+def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
+    """Job counts of a dry run, with `change` merged over the config as --configfile would."""
+    args = ["-n", "--cores", "1"]
+    if change is not None:
+        path = workdir / "change.yaml"
+        path.write_text(yaml.safe_dump(change))
+        args += ["--configfile", str(path)]
+    out = snakemake(workdir, *args).stdout
+    if "Nothing to be done" in out:
+        return {}
+    table = out.split("Job stats:")[1].split("total")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "all"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("wf")
+    (workdir / "config.yaml").write_text(yaml.safe_dump(MICRO))
+    res = snakemake(workdir, "--cores", "2")
+    return workdir, res
+
+
+def test_summary_parquet_holds_every_cell_condition_and_setting(run):
+    workdir, res = run
+    assert "results/nad_pairs/summary.parquet" in res.stdout  # the final message names outputs
+    df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
+    key = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
+    assert len(df) == 2 * 4 * 2 * 3 and not df.duplicated(key).any()
+    assert set(df["condition"]) == {"both", "ch1_only", "ch2_only"}
+    assert set(df["split"]) == {"train", "test"}
+    assert df["accuracy"].between(0, 1).all() and (df["loss"] > 0).all()
+    row = df.iloc[0]
+    assert (row.eps1, row.eps2, row.sigma, row.n_train, row.n_test) == (1.0, 1.0, 1.0, 2000, 1000)
+    assert (row.epochs, row.lr_max, row.nad_estimator, row.nad_step) == (10, 0.2, "dipole", 100.0)
+    assert set(df["nad_source"]) == {"mlp", "lenet"} and (df["nad_n_networks"] == 48).all()
+
+
+def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):
+    workdir, _ = run
+    df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
+    acc = df[(df.arch == "lenet") & (df.split == "test")].set_index(
+        ["nad_i", "nad_j", "condition"]
+    )["accuracy"]
+    assert acc[0, 0, "both"] > 0.9
+    assert acc[1000, 1000, "both"] < 0.75  # the last NAD is hard for LeNet
+    # underspecified: both channels solve (0, 1000) and (1000, 0); LeNet uses the NAD-0 channel
+    assert acc[0, 1000, "ch1_only"] > 0.85 and acc[0, 1000, "ch2_only"] < 0.65
+    assert acc[1000, 0, "ch2_only"] > 0.75 and acc[1000, 0, "ch1_only"] < 0.65
+
+
+def test_heatmaps_and_report(run):
+    workdir, _ = run
+    for arch in ("mlp", "lenet"):
+        img = mpimg.imread(workdir / f"results/nad_pairs/plots/heatmap_{arch}.png")
+        assert img.shape[0] > 300 and img.shape[1] > 900 and img.std() > 0.05
+    snakemake(workdir, "--report", "report.html")
+    html = (workdir / "report.html").read_text(errors="replace")
+    assert "heatmap_lenet.png" in html and "channel 2 zeroed" in html
+
+
+def test_config_changes_replan_only_the_cells_they_touch(run):
+    workdir, _ = run
+    assert planned(workdir) == {}
+    # a new seed: its 8 cells, then aggregate and plots; no NADs
+    assert planned(workdir, {"nad_pairs": {"seeds": [0, 1]}}) == {
+        "pair_dataset": 8,
+        "train_pair": 8,
+        "evaluate_pair": 8,
+        "aggregate_pairs": 1,
+        "plot_pair_heatmap": 2,
+    }
+    # a new NAD index: 3x3 - 2x2 = 5 new pairs per architecture
+    assert planned(workdir, {"nad_pairs": {"indices": [0, 10, 1000]}}) == {
+        "pair_dataset": 10,
+        "train_pair": 10,
+        "evaluate_pair": 10,
+        "aggregate_pairs": 1,
+        "plot_pair_heatmap": 2,
+    }
+    # one architecture's training: only its train/evaluate jobs, no data or NADs
+    assert planned(workdir, {"nad_pairs": {"train_per_arch": {"lenet": {"epochs": 11}}}}) == {
+        "train_pair": 4,
+        "evaluate_pair": 4,
+        "aggregate_pairs": 1,
+        "plot_pair_heatmap": 2,
+    }
+    # evaluation only: no retraining
+    assert planned(workdir, {"nad_pairs": {"eval_batch_size": 123}}) == {
+        "evaluate_pair": 8,
+        "aggregate_pairs": 1,
+        "plot_pair_heatmap": 2,
+    }
+    # one architecture's NAD settings: its NADs and everything downstream of them only
+    assert planned(workdir, {"architectures": {"mlp": {"nads": {"n_networks": 20}}}}) == {
+        "nads": 1,
+        "pair_dataset": 4,
+        "train_pair": 4,
+        "evaluate_pair": 4,
+        "aggregate_pairs": 1,
+        "plot_pair_heatmap": 2,
+    }
+
+
+def test_bad_config_stops_before_any_job(tmp_path):
+    bad = {**MICRO, "nad_pairs": {**MICRO["nad_pairs"], "indices": [0, 2000]}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(bad))
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--cores",
+        "1",
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode != 0
+    assert "nad_pairs.indices.1" in res.stdout + res.stderr
+    assert not (tmp_path / "results").exists()
