@@ -39,6 +39,9 @@ def test_defaults_are_filled_from_the_schema():
     assert cfg["nads"]["estimator"] == "dipole" and cfg["nads"]["step"] == 100.0
     assert cfg["nad_pairs"]["eps1"] == 1.0 and cfg["nad_pairs"]["eps2"] == 0.5
     assert cfg["nad_pairs"]["n_train"] == 10000 and cfg["nad_pairs"]["train"]["batch_size"] == 128
+    assert cfg["analysis"]["cross_section"] == {"n_points": 2, "range": 3.0, "resolution": 41}
+    assert cfg["analysis"]["transitions"]["n_points"] == 256
+    assert cfg["analysis"]["margin_steps"] == 200
     assert nc.arch_entry(cfg, "lenet") == {
         "model": "lenet",
         "kwargs": {},
@@ -76,6 +79,8 @@ def test_loading_does_not_modify_the_input():
         (["nad_pairs", "architectures"], [], r"nad_pairs.architectures.*should be non-empty"),
         (["nad_pairs", "train", "epochs"], 0, r"nad_pairs.train.epochs"),
         (["nads", "estimator"], "exact", r"nads.estimator.*'exact' is not one of"),
+        (["analysis", "transitions", "n_points"], 2, r"analysis.transitions.n_points.*minimum"),
+        (["analysis", "cross_section", "range"], 0, r"analysis.cross_section.range"),
         (
             ["nad_pairs", "epsilon1"],
             1.0,

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -26,7 +27,14 @@ MICRO = {
         "n_test": 1000,
         "train": {"epochs": 10},
     },
+    "analysis": {
+        "n_points": 60,
+        "margin_steps": 20,
+        "cross_section": {"n_points": 1, "resolution": 11},
+        "transitions": {"n_trajectories": 2, "n_points": 32},
+    },
 }
+FIGURES = ("heatmap", "reliance", "complexity", "cross_sections")
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -81,6 +89,13 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     assert (row.eps1, row.eps2, row.sigma, row.n_train, row.n_test) == (1.0, 1.0, 1.0, 2000, 1000)
     assert (row.epochs, row.lr_max, row.nad_estimator, row.nad_step) == (10, 0.2, "dipole", 100.0)
     assert set(df["nad_source"]) == {"mlp", "lenet"} and (df["nad_n_networks"] == 48).all()
+    # each model's geometry and complexity, repeated on its condition rows
+    assert df["reliance_deg"].between(0, 90).all()
+    assert df[["margin_v1", "margin_v2"]].gt(0).all().all() and df["margin_v1"].le(10).all()
+    assert (df["jacobian_norm_test"] >= 0).all() and (df["jacobian_norm_train"] >= 0).all()
+    trans = df[["transitions_same_class", "transitions_diff_class", "transitions_random"]]
+    assert (trans > 0).all().all()  # ReLU networks do change pattern along a closed ellipse
+    assert (df.groupby(["arch", "nad_i", "nad_j"])["reliance_deg"].nunique() == 1).all()
 
 
 def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):
@@ -94,58 +109,78 @@ def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):
     # underspecified: both channels solve (0, 1000) and (1000, 0); LeNet uses the NAD-0 channel
     assert acc[0, 1000, "ch1_only"] > 0.85 and acc[0, 1000, "ch2_only"] < 0.65
     assert acc[1000, 0, "ch2_only"] > 0.75 and acc[1000, 0, "ch1_only"] < 0.65
+    # the reliance angle says the same: about 0 deg = channel 1, about 90 deg = channel 2
+    rel = df[(df.arch == "lenet")].groupby(["nad_i", "nad_j"])["reliance_deg"].first()
+    assert rel[0, 1000] < 20 and rel[1000, 0] > 70
+
+
+def test_cross_sections_are_stored_per_model(run):
+    workdir, _ = run
+    s = np.load(workdir / "results/nad_pairs/sections/lenet/i1000_j0_s0.npz")
+    assert s["values"].shape == (1, 11, 11) and s["a"].shape == (11,)
+    assert (int(s["nad_i"]), int(s["nad_j"])) == (1000, 0)
+    assert s["a"][0] == -3.0 and s["a"][-1] == 3.0
+    f = s["values"][0]  # rows along v2, columns along v1; LeNet uses v2 (its NAD 0) here
+    along_v2 = np.abs(f[-1] - f[0]).mean()
+    along_v1 = np.abs(f[:, -1] - f[:, 0]).mean()
+    assert along_v2 > 3 * along_v1
 
 
 def test_heatmaps_and_report(run):
     workdir, _ = run
     for arch in ("mlp", "lenet"):
-        img = mpimg.imread(workdir / f"results/nad_pairs/plots/heatmap_{arch}.png")
-        assert img.shape[0] > 300 and img.shape[1] > 900 and img.std() > 0.05
+        for fig in FIGURES:
+            img = mpimg.imread(workdir / f"results/nad_pairs/plots/{fig}_{arch}.png")
+            assert img.shape[0] > 300 and img.shape[1] > 500 and img.std() > 0.05, fig
     snakemake(workdir, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
-    assert "heatmap_lenet.png" in html and "channel 2 zeroed" in html
+    for fig in FIGURES:
+        assert f"{fig}_lenet.png" in html
+    assert "channel 2 zeroed" in html and "atan2" in html and "activation-pattern" in html
 
 
 def test_config_changes_replan_only_the_cells_they_touch(run):
     workdir, _ = run
     assert planned(workdir) == {}
-    # a new seed: its 8 cells, then aggregate and plots; no NADs
+    per_cell = ("pair_dataset", "train_pair", "evaluate_pair", "analyze_pair")
+    summary = {"aggregate_pairs": 1, "plot_pair_heatmap": 2, "plot_pair_metrics": 4}
+    # a new seed: its 8 cells, then the summary and its figures; no NADs; the cross-section
+    # figures show the first seed only and stay
     assert planned(workdir, {"nad_pairs": {"seeds": [0, 1]}}) == {
-        "pair_dataset": 8,
-        "train_pair": 8,
-        "evaluate_pair": 8,
-        "aggregate_pairs": 1,
-        "plot_pair_heatmap": 2,
+        **dict.fromkeys(per_cell, 8),
+        **summary,
     }
     # a new NAD index: 3x3 - 2x2 = 5 new pairs per architecture
     assert planned(workdir, {"nad_pairs": {"indices": [0, 10, 1000]}}) == {
-        "pair_dataset": 10,
-        "train_pair": 10,
-        "evaluate_pair": 10,
-        "aggregate_pairs": 1,
-        "plot_pair_heatmap": 2,
+        **dict.fromkeys(per_cell, 10),
+        **summary,
+        "plot_cross_sections": 2,
     }
-    # one architecture's training: only its train/evaluate jobs, no data or NADs
+    # one architecture's training: only its models, no data or NADs
     assert planned(workdir, {"nad_pairs": {"train_per_arch": {"lenet": {"epochs": 11}}}}) == {
         "train_pair": 4,
         "evaluate_pair": 4,
-        "aggregate_pairs": 1,
-        "plot_pair_heatmap": 2,
+        "analyze_pair": 4,
+        **summary,
+        "plot_cross_sections": 1,
     }
     # evaluation only: no retraining
     assert planned(workdir, {"nad_pairs": {"eval_batch_size": 123}}) == {
         "evaluate_pair": 8,
-        "aggregate_pairs": 1,
-        "plot_pair_heatmap": 2,
+        **summary,
+    }
+    # analysis only: no retraining, no re-evaluation
+    assert planned(workdir, {"analysis": {"margin_max": 5.0}}) == {
+        "analyze_pair": 8,
+        **summary,
+        "plot_cross_sections": 2,
     }
     # one architecture's NAD settings: its NADs and everything downstream of them only
     assert planned(workdir, {"architectures": {"mlp": {"nads": {"n_networks": 20}}}}) == {
         "nads": 1,
-        "pair_dataset": 4,
-        "train_pair": 4,
-        "evaluate_pair": 4,
-        "aggregate_pairs": 1,
-        "plot_pair_heatmap": 2,
+        **dict.fromkeys(per_cell, 4),
+        **summary,
+        "plot_cross_sections": 1,
     }
 
 

@@ -183,6 +183,12 @@ def pair_cells(cfg: dict) -> list[Cell]:
     ]
 
 
+def first_seed_cells(cfg: dict, arch: str) -> list[Cell]:
+    """The cells of `arch` with the study's first seed (one model per NAD pair, for figures)."""
+    first = cfg["nad_pairs"]["seeds"][0]
+    return [c for c in pair_cells(cfg) if c.arch == arch and c.seed == first]
+
+
 def nad_architectures(cfg: dict) -> list[str]:
     """Architectures whose NADs some enabled study needs."""
     return sorted({nad_source(cfg, c.arch) for c in pair_cells(cfg)})

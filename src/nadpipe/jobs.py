@@ -8,12 +8,22 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+import numpy as np
 import pandas as pd
 import torch
 
-from .data import PairSpec, load_pair_data, write_pair_spec
+from . import geometry as geo
+from .data import SIDE, PairSpec, load_pair_data, write_pair_spec
 from .evaluate import evaluate_conditions
-from .io import atomic_write, derive_seed, load_torch, pick_device, save_json, save_torch
+from .io import (
+    atomic_write,
+    derive_seed,
+    generator,
+    load_torch,
+    pick_device,
+    save_json,
+    save_torch,
+)
 from .models import build_model
 from .nads import NadSettings, compute_nads
 from .train import TrainSettings, init_seed, train_model
@@ -84,22 +94,30 @@ def train_pair_job(
     )
 
 
+def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
+    """The trained model of a cell, in eval mode on `device`, and its training record."""
+    with open(metrics) as f:
+        run = json.load(f)
+    net = build_model(run["model"], 2, 2, run["kwargs"])
+    net.load_state_dict(load_torch(weights))
+    return net.to(device).eval(), run
+
+
+def _cell_key(stored: dict) -> dict:
+    return {"study": "nad_pairs", **stored["meta"]}
+
+
 def evaluate_pair_job(
     dataset: str, weights: str, metrics: str, output: str, batch_size: int
 ) -> None:
     """Evaluate one trained model in and out of distribution; write its rows as parquet."""
     device = pick_device()
     splits, stored = load_pair_data(dataset)
-    with open(metrics) as f:
-        run = json.load(f)
-    net = build_model(run["model"], 2, 2, run["kwargs"])
-    net.load_state_dict(load_torch(weights))
-    net.to(device)
+    net, run = _load_trained(metrics, weights, device)
     rows = evaluate_conditions(
         net, {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}, batch_size
     )
     spec = stored["spec"]
-    key = {"study": "nad_pairs", **stored["meta"]}
     settings = {
         **{k: spec[k] for k in ("eps1", "eps2", "sigma", "n_train", "n_test")},
         "model": run["model"],
@@ -108,15 +126,73 @@ def evaluate_pair_job(
         "train_seconds": run["train_seconds"],
         "device": run["device"],
     }
-    df = pd.DataFrame([{**key, **r, **settings} for r in rows])
+    df = pd.DataFrame([{**_cell_key(stored), **r, **settings} for r in rows])
     atomic_write(output, partial(df.to_parquet, index=False))
     print(df[["split", "condition", "accuracy", "loss"]].to_string(index=False))
 
 
-def aggregate_job(inputs: Sequence[str], output: str) -> None:
-    """Concatenate per-cell result tables into one parquet, sorted by key."""
-    df = pd.concat([pd.read_parquet(p) for p in inputs], ignore_index=True)
-    keys = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
+def analyze_pair_job(
+    dataset: str, weights: str, metrics: str, table: str, sections: str, settings: dict
+) -> None:
+    """Geometry and complexity of one trained model: one parquet row and its cross-sections."""
+    device = pick_device()
+    splits, stored = load_pair_data(dataset)
+    net, _ = _load_trained(metrics, weights, device)
+    spec, s = stored["spec"], settings
+    zero = torch.zeros(SIDE, SIDE)
+    u1 = torch.stack([spec["v1"].reshape(SIDE, SIDE), zero]).to(device)  # v1 (+) 0
+    u2 = torch.stack([zero, spec["v2"].reshape(SIDE, SIDE)]).to(device)  # 0 (+) v2
+    x_test, y_test = (t[: s["n_points"]].to(device) for t in splits["test"])
+    x_train = splits["train"][0][: s["n_points"]].to(device)
+    start = time.perf_counter()
+    row = {**_cell_key(stored), **geo.channel_reliance(net, x_test, u1, u2)}
+    for name, u in (("v1", u1), ("v2", u2)):
+        m = geo.margins_along(net, x_test, u, s["margin_max"], s["margin_steps"], s["batch_size"])
+        row[f"margin_{name}"] = m.median().item()
+    row["jacobian_norm_test"] = geo.jacobian_norm(net, x_test, s["batch_size"])
+    row["jacobian_norm_train"] = geo.jacobian_norm(net, x_train, s["batch_size"])
+    meta = stored["meta"]
+    gen = generator(
+        "trajectories", s["seed"], meta["arch"], meta["nad_i"], meta["nad_j"], meta["seed"]
+    )
+    tr = s["transitions"]
+    row.update(
+        geo.transition_counts(net, x_test, y_test, tr["n_trajectories"], tr["n_points"], gen)
+    )
+    row["analysis_seconds"] = time.perf_counter() - start
+    cs = s["cross_section"]
+    grid = torch.linspace(-cs["range"], cs["range"], cs["resolution"])
+    a, b = grid * spec["eps1"], grid * spec["eps2"]
+    values = geo.cross_section(
+        net, x_test[: cs["n_points"]], u1, u2, a.to(device), b.to(device), s["batch_size"]
+    )
+
+    def write_sections(tmp: str) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
+            np.savez_compressed(
+                f,
+                values=values.cpu().numpy(),  # (points, R, R): rows along v2, columns along v1
+                a=grid.numpy(),  # coordinates along v1 in units of eps1
+                b=grid.numpy(),  # coordinates along v2 in units of eps2
+                labels=y_test[: cs["n_points"]].cpu().numpy(),
+                nad_i=stored["meta"]["nad_i"],
+                nad_j=stored["meta"]["nad_j"],
+            )
+
+    atomic_write(sections, write_sections)
+    atomic_write(table, partial(pd.DataFrame([row]).to_parquet, index=False))
+    print("\n".join(f"{k}: {v}" for k, v in row.items()))
+
+
+def aggregate_job(evaluations: Sequence[str], analyses: Sequence[str], output: str) -> None:
+    """Concatenate per-cell result rows, add each model's analysis columns, sort by key."""
+    df = pd.concat([pd.read_parquet(p) for p in evaluations], ignore_index=True)
+    model_key = ["study", "arch", "nad_i", "nad_j", "seed"]
+    if analyses:
+        extra = pd.concat([pd.read_parquet(p) for p in analyses], ignore_index=True)
+        extra = extra[model_key + [c for c in extra.columns if c not in df.columns]]
+        df = df.merge(extra, on=model_key, how="left", validate="many_to_one")
+    keys = [*model_key[1:], "split", "condition"]
     df = df.sort_values(keys, kind="stable").reset_index(drop=True)
     atomic_write(output, partial(df.to_parquet, index=False))
-    print(f"{len(df)} rows from {len(inputs)} cells -> {output}")
+    print(f"{len(df)} rows from {len(evaluations)} cells -> {output}")

@@ -1,6 +1,8 @@
-"""Figures: accuracy heatmaps over NAD-index pairs."""
+"""Figures: heatmaps over NAD-index pairs and decision-boundary cross-sections."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -16,41 +18,137 @@ PANELS = {
     "ch1_only": "channel 1 only (ch. 2 zeroed)",
     "ch2_only": "channel 2 only (ch. 1 zeroed)",
 }
+AXIS_I = "NAD index of v1 (channel 1, eps1)"
+AXIS_J = "NAD index of v2 (channel 2, eps2)"
 
 
-def pair_grid(df: pd.DataFrame, condition: str, split: str = "test") -> pd.DataFrame:
-    """Mean accuracy over seeds, rows = NAD index i of v1, columns = NAD index j of v2."""
+def pair_grid(df: pd.DataFrame, condition: str, split: str = "test", value: str = "accuracy"):
+    """Mean of `value` over seeds, rows = NAD index i of v1, columns = NAD index j of v2."""
     sel = df[(df["split"] == split) & (df["condition"] == condition)]
-    return sel.pivot_table(index="nad_i", columns="nad_j", values="accuracy", aggfunc="mean")
+    return sel.pivot_table(index="nad_i", columns="nad_j", values=value, aggfunc="mean")
+
+
+def _rows_of(df: pd.DataFrame, arch: str) -> pd.DataFrame:
+    df = df[df["arch"] == arch]
+    if df.empty:
+        raise ValueError(f"no rows for architecture {arch!r}")
+    return df
+
+
+def _number(val: float, fmt: str) -> str:
+    return (
+        f"{val:.0f}"
+        if fmt == "auto" and abs(val) >= 100
+        else format(val, ".3g" if fmt == "auto" else fmt)
+    )
+
+
+def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, **imshow) -> matplotlib.image.AxesImage:
+    vals = grid.to_numpy(dtype=float)
+    im = ax.imshow(vals, origin="lower", **imshow)
+    ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
+    ax.set_xlabel(AXIS_J)
+    ax.set_ylabel(AXIS_I)
+    ax.set_title(title)
+    lo, hi = im.get_clim()
+    for (r, c), val in np.ndenumerate(vals):
+        if np.isfinite(val):
+            light = (val - lo) < 0.6 * (hi - lo)
+            ax.text(c, r, _number(val, fmt), ha="center", va="center", fontsize=8,
+                    color="white" if light else "black")  # fmt: skip
+    return im
+
+
+def _save(fig, output: str) -> None:
+    atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
 
 
 def pair_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     """Three panels (both / ch1 only / ch2 only) of mean test accuracy for one architecture."""
-    df = df[df["arch"] == arch]
-    if df.empty:
-        raise ValueError(f"no rows for architecture {arch!r}")
-    n_seeds = df["seed"].nunique()
+    df = _rows_of(df, arch)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), constrained_layout=True)
     for ax, (cond, title) in zip(axes, PANELS.items(), strict=True):
-        grid = pair_grid(df, cond) * 100
-        im = ax.imshow(grid.to_numpy(), vmin=50, vmax=100, cmap="viridis", origin="lower")
-        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
-        ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
-        ax.set_xlabel("NAD index of v2 (channel 2, eps2)")
-        ax.set_ylabel("NAD index of v1 (channel 1, eps1)")
-        ax.set_title(title)
-        for (r, c), val in np.ndenumerate(grid.to_numpy()):
-            if np.isfinite(val):
-                ax.text(
-                    c,
-                    r,
-                    f"{val:.0f}",
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="white" if val < 80 else "black",
-                )
+        im = _panel(ax, pair_grid(df, cond) * 100, title, ".0f", vmin=50, vmax=100, cmap="viridis")
     fig.colorbar(im, ax=axes, label="test accuracy (%)", shrink=0.9)
-    fig.suptitle(f"{arch}: D(v1) (+) D(v2), mean over {n_seeds} seed(s)")
-    atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    fig.suptitle(f"{arch}: D(v1) (+) D(v2), mean over {df['seed'].nunique()} seed(s)")
+    _save(fig, output)
+
+
+def metric_heatmaps(
+    df: pd.DataFrame, arch: str, metrics: dict[str, str], output: str, limits: dict | None = None
+) -> None:
+    """One panel per per-model metric column (mean over seeds), each with its own colour bar."""
+    df = _rows_of(df, arch)
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(5 * len(metrics), 4.8), constrained_layout=True
+    )
+    for ax, (col, title) in zip(np.atleast_1d(axes), metrics.items(), strict=True):
+        grid = pair_grid(df, "both", value=col)
+        lims = (limits or {}).get(col, {})
+        im = _panel(
+            ax, grid, title, ".3g" if col != "reliance_deg" else ".0f", cmap="magma", **lims
+        )
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.suptitle(f"{arch}: mean over {df['seed'].nunique()} seed(s)")
+    _save(fig, output)
+
+
+def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None:
+    """Decision boundary (zero contour of f) in the plane of v1 (+) 0 and 0 (+) v2 at the first
+    stored test point of each (i, j), one panel per pair: rows i, columns j."""
+    by_pair = {(int(s["nad_i"]), int(s["nad_j"])): s for s in sections}
+    rows = sorted({i for i, _ in by_pair}, reverse=True)  # v1's index grows upwards, as in heatmaps
+    cols = sorted({j for _, j in by_pair})
+    fig, axes = plt.subplots(
+        len(rows), len(cols), figsize=(2.4 * len(cols) + 1, 2.4 * len(rows) + 0.6),
+        squeeze=False, constrained_layout=True,
+    )  # fmt: skip
+    for r, i in enumerate(rows):
+        for c, j in enumerate(cols):
+            ax = axes[r][c]
+            s = by_pair.get((i, j))
+            if s is None:
+                ax.axis("off")
+                continue
+            f = s["values"][0]  # (R, R): rows along v2 (b), columns along v1 (a)
+            lim = np.abs(f).max() or 1.0
+            ax.pcolormesh(s["a"], s["b"], f, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="auto")
+            if f.min() < 0 < f.max():
+                ax.contour(s["a"], s["b"], f, levels=[0], colors="k", linewidths=1.2)
+            ax.plot([1, -1], [1, -1], "o", ms=3, color="k")  # class means: (eps1, eps2), negated
+            ax.set_title(f"i={i}, j={j}", fontsize=9)
+            ax.set_aspect("equal")
+            if r == len(rows) - 1:
+                ax.set_xlabel("along v1 (+) 0, units of eps1", fontsize=8)
+            if c == 0:
+                ax.set_ylabel("along 0 (+) v2, units of eps2", fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.suptitle(
+        f"{arch}: decision boundary (black) through a test point; red f > 0 (class +1); "
+        "vertical boundary = uses channel 1, horizontal = channel 2",
+        fontsize=9,
+    )
+    _save(fig, output)
+
+
+# the per-model figures of the NAD-pair study: columns of summary.parquet and panel titles
+FIGURES = {
+    "reliance": {
+        "metrics": {
+            "reliance_deg": "channel reliance (deg): 0 = v1, 90 = v2",
+            "margin_v1": "median margin along v1 (+) 0",
+            "margin_v2": "median margin along 0 (+) v2",
+        },
+        "limits": {"reliance_deg": {"vmin": 0, "vmax": 90}},
+    },
+    "complexity": {
+        "metrics": {
+            "jacobian_norm_test": "Jacobian norm of softmax (test)",
+            "transitions_same_class": "transitions, same-class ellipses",
+            "transitions_diff_class": "transitions, different-class ellipses",
+            "transitions_random": "transitions, random ellipses",
+        },
+    },
+}

@@ -1,6 +1,7 @@
 rule aggregate_pairs:
     input:
-        pair_results,
+        evaluations=pair_results,
+        analyses=pair_analyses,
     output:
         f"{PAIR}/summary.parquet",
     log:

@@ -18,7 +18,9 @@ def final_outputs():
     if not CFG["nad_pairs"]["enabled"]:
         return []
     return [f"{PAIR}/summary.parquet"] + expand(
-        f"{PAIR}/plots/heatmap_{{arch}}.png", arch=CFG["nad_pairs"]["architectures"]
+        f"{PAIR}/plots/{{fig}}_{{arch}}.png",
+        fig=["heatmap", "reliance", "complexity", "cross_sections"],
+        arch=CFG["nad_pairs"]["architectures"],
     )
 
 
@@ -26,8 +28,17 @@ def nads_of(wildcards):
     return f"results/nads/{nc.nad_source(CFG, wildcards.arch)}.pt"
 
 
+def cell_files(kind, ext, cells):
+    return [f"{PAIR}/{kind}/{c.arch}/i{c.i}_j{c.j}_s{c.seed}.{ext}" for c in cells]
+
+
 def pair_results(wildcards):
-    return [
-        f"{PAIR}/eval/{c.arch}/i{c.i}_j{c.j}_s{c.seed}.parquet"
-        for c in nc.pair_cells(CFG)
-    ]
+    return cell_files("eval", "parquet", nc.pair_cells(CFG))
+
+
+def pair_analyses(wildcards):
+    return cell_files("analysis", "parquet", nc.pair_cells(CFG))
+
+
+def sections_of(wildcards):
+    return cell_files("sections", "npz", nc.first_seed_cells(CFG, wildcards.arch))

@@ -12,3 +12,38 @@ rule plot_pair_heatmap:
         "logs/nad_pairs/plots/heatmap_{arch}.log",
     script:
         "../scripts/plot_pair_heatmap.py"
+
+
+rule plot_pair_metrics:
+    input:
+        f"{PAIR}/summary.parquet",
+    output:
+        report(
+            f"{PAIR}/plots/{{figure}}_{{arch}}.png",
+            caption="../report/pair_metrics.rst",
+            category="NAD pairs",
+            subcategory="{figure}",
+            labels={"architecture": "{arch}", "figure": "{figure}"},
+        ),
+    log:
+        "logs/nad_pairs/plots/{figure}_{arch}.log",
+    wildcard_constraints:
+        figure="reliance|complexity",
+    script:
+        "../scripts/plot_pair_metrics.py"
+
+
+rule plot_cross_sections:
+    input:
+        sections_of,
+    output:
+        report(
+            f"{PAIR}/plots/cross_sections_{{arch}}.png",
+            caption="../report/pair_cross_sections.rst",
+            category="NAD pairs",
+            labels={"architecture": "{arch}", "figure": "cross-sections"},
+        ),
+    log:
+        "logs/nad_pairs/plots/cross_sections_{arch}.log",
+    script:
+        "../scripts/plot_cross_sections.py"
