@@ -1,5 +1,6 @@
 """The real Snakemake DAG end to end on a micro config, and what a config change re-plans."""
 
+import json
 import re
 import subprocess
 import sys
@@ -202,3 +203,31 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert res.returncode != 0
     assert "nad_pairs.indices.1" in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):
+    workdir, _ = run
+    grouped = {
+        **MICRO,
+        "nad_pairs": {
+            **MICRO["nad_pairs"],
+            "architectures": ["mlp"],
+            "seeds": [0, 1],
+            "group_seeds": True,
+        },
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(grouped))
+    plan = planned(tmp_path)
+    assert plan["train_pair_seeds"] == 4 and "train_pair" not in plan  # one job per (i, j)
+    assert plan["evaluate_pair"] == 8  # still one artifact per (cell, seed)
+    snakemake(tmp_path, "--cores", "2")
+    key = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
+    g = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet").set_index(key)
+    single = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet").set_index(key)
+    assert len(g) == 4 * 2 * 6
+    common = single.loc["mlp"].index.intersection(g.loc["mlp"].index)
+    assert len(common) == 4 * 6  # seed 0 of every cell
+    diff = (g.loc["mlp"].loc[common, "accuracy"] - single.loc["mlp"].loc[common, "accuracy"]).abs()
+    assert diff.max() <= 0.01  # equal up to floating-point differences of the batched model
+    record = json.loads((tmp_path / "results/nad_pairs/models/mlp/i0_j1000_s1.json").read_text())
+    assert record["trained_with_seeds"] == 2 and len(record["history"]) == 10

@@ -14,6 +14,7 @@ import torch
 
 from . import geometry as geo
 from .data import SIDE, PairSpec, load_pair_data, write_pair_spec
+from .ensemble import train_ensemble
 from .evaluate import evaluate_conditions
 from .io import (
     atomic_write,
@@ -65,33 +66,54 @@ def pair_dataset_job(
 
 
 def train_pair_job(
-    dataset: str, model_out: str, metrics_out: str, model: str, kwargs: dict, train: dict
+    datasets: Sequence[str],
+    model_outs: Sequence[str],
+    metrics_outs: Sequence[str],
+    model: str,
+    kwargs: dict,
+    train: dict,
 ) -> None:
-    """Train one model of a NAD-pair cell; save its weights and its per-epoch history."""
+    """Train the models of a NAD-pair cell, one per dataset (seed); several seeds train together
+    as one batched ensemble. Saves each model's weights and per-epoch history."""
     device = pick_device()
-    splits, stored = load_pair_data(dataset)
-    meta = stored["meta"]
-    x, y = (t.to(device) for t in splits["train"])
+    loaded = [load_pair_data(d) for d in datasets]
+    metas = [stored["meta"] for _, stored in loaded]
+    xs = torch.stack([splits["train"][0] for splits, _ in loaded]).to(
+        device
+    )  # (seeds, n, 2, 32, 32)
+    ys = torch.stack([splits["train"][1] for splits, _ in loaded]).to(device)
     settings = TrainSettings(**train)
-    key = (meta["arch"], meta["nad_i"], meta["nad_j"])
-    init_seed(meta["seed"], *key)
-    net = build_model(model, x.shape[1], 2, kwargs).to(device)
-    print(f"train {meta['arch']} i={key[1]} j={key[2]} seed={meta['seed']} on {device}: {settings}")
+    nets, order_seeds = [], []
+    for meta in metas:
+        key = (meta["arch"], meta["nad_i"], meta["nad_j"])
+        init_seed(meta["seed"], *key)
+        nets.append(build_model(model, xs.shape[2], 2, kwargs).to(device))
+        order_seeds.append(derive_seed("order", meta["seed"], *key))
+    print(f"train {[m['arch'] for m in metas][0]} i={key[1]} j={key[2]} seeds="
+          f"{[m['seed'] for m in metas]} on {device}: {settings}", flush=True)  # fmt: skip
     start = time.perf_counter()
-    history = train_model(net, x, y, settings, derive_seed("order", meta["seed"], *key))
-    save_torch(net.state_dict(), model_out)
-    save_json(
-        {
-            "train": train,
-            "model": model,
-            "kwargs": kwargs,
-            "history": history,
-            "train_seconds": time.perf_counter() - start,
-            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-            "host": platform.node(),
-        },
-        metrics_out,
-    )
+    if len(nets) == 1:
+        histories = [train_model(nets[0], xs[0], ys[0], settings, order_seeds[0])]
+    else:
+        histories = train_ensemble(nets, xs, ys, settings, order_seeds)
+    seconds = (time.perf_counter() - start) / len(nets)  # each model's share
+    for net, history, weights, metrics in zip(
+        nets, histories, model_outs, metrics_outs, strict=True
+    ):
+        save_torch(net.state_dict(), weights)
+        save_json(
+            {
+                "train": train,
+                "model": model,
+                "kwargs": kwargs,
+                "history": history,
+                "train_seconds": seconds,
+                "trained_with_seeds": len(nets),
+                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                "host": platform.node(),
+            },
+            metrics,
+        )
 
 
 def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[torch.nn.Module, dict]:

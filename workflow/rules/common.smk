@@ -5,6 +5,7 @@ from nadpipe import config as nc
 CFG = nc.load_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 PAIR = "results/nad_pairs"
 CELL = "{arch}/i{i}_j{j}_s{seed}"
+CELL_SEEDS = "{arch}/i{i}_j{j}_seeds"
 
 
 wildcard_constraints:
@@ -30,6 +31,15 @@ def nads_of(wildcards):
 
 def cell_files(kind, ext, cells):
     return [f"{PAIR}/{kind}/{c.arch}/i{c.i}_j{c.j}_s{c.seed}.{ext}" for c in cells]
+
+
+def seed_files(kind, ext):
+    """One file per seed of the cell {arch, i, j}: the outputs of a seed-ensemble job."""
+    return expand(
+        f"{PAIR}/{kind}/{{arch}}/i{{i}}_j{{j}}_s{{seed}}.{ext}",
+        seed=CFG["nad_pairs"]["seeds"],
+        allow_missing=True,
+    )
 
 
 def pair_results(wildcards):

@@ -1,4 +1,4 @@
-"""Train one model of a NAD-pair cell."""
+"""Train the model(s) of a NAD-pair cell: one seed, or all its seeds as one ensemble."""
 
 from nadpipe.io import job_log
 from nadpipe.jobs import train_pair_job
@@ -6,9 +6,9 @@ from nadpipe.jobs import train_pair_job
 sm = snakemake
 with job_log(sm.log[0], sm.threads):
     train_pair_job(
-        sm.input.dataset,
-        sm.output.model,
-        sm.output.metrics,
+        list(sm.input.datasets),
+        list(sm.output.models),
+        list(sm.output.metrics),
         train=sm.params.train,
         **sm.params.spec,
     )

@@ -1,0 +1,109 @@
+"""Seed ensembles: several independently seeded models of one architecture trained as one batched
+model (torch.func.stack_module_state + vmap), each with its own initialisation, data and batch
+order, so the result equals separate training up to floating-point tolerance.
+
+SGD, momentum and weight decay act element-wise, so one optimizer over the stacked parameters is
+the members' optimizers side by side; gradient clipping is applied per member. Models with
+BatchNorm update running statistics in place, which vmap cannot batch: those are trained one
+after another (still one job, one start-up).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from .io import generator
+from .train import TrainSettings, log_epoch, train_model, triangular_lr
+
+
+def can_vectorize(net: nn.Module) -> bool:
+    """Whether `net` can be trained inside vmap (no in-place running statistics)."""
+    return not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
+
+
+def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
+    """clip_grad_norm_ for each member (dim 0) of stacked gradients, as torch computes it."""
+    sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (members,)
+    coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.reshape(-1, *[1] * (g.dim() - 1)))
+
+
+def train_ensemble(
+    nets: list[nn.Module],
+    xs: torch.Tensor,
+    ys: torch.Tensor,
+    settings: TrainSettings,
+    seeds: list[int],
+    progress: bool = True,
+) -> list[list[dict]]:
+    """Train `nets` in place, member m on `xs[m]` (n, c, h, w), `ys[m]` (n,) with batch order
+    seeded by `seeds[m]`, as `train_model` would one by one. Returns each member's history."""
+    if not all(can_vectorize(n) for n in nets):
+        return [
+            train_model(net, x, y, settings, seed, progress)
+            for net, x, y, seed in zip(nets, xs, ys, seeds, strict=True)
+        ]
+    m, n = len(nets), xs.shape[1]
+    device = xs.device
+    for net in nets:
+        net.train()
+    params, buffers = stack_module_state(nets)  # name -> (members, ...) leaf tensors
+    base = copy.deepcopy(nets[0]).to("meta")
+
+    def member_loss(p, b, x, y):
+        out = functional_call(base, (p, b), (x,))
+        return F.cross_entropy(out, y), out
+
+    batched = vmap(member_loss)
+    opt = torch.optim.SGD(
+        params.values(), lr=0.0, momentum=settings.momentum, weight_decay=settings.weight_decay
+    )
+    orders = [generator("batch-order", s) for s in seeds]
+    total = settings.epochs * -(-n // settings.batch_size)
+    rows_of = torch.arange(m, device=device)[:, None]
+    histories: list[list[dict]] = [[] for _ in range(m)]
+    step = 0
+    for epoch in range(settings.epochs):
+        start = time.perf_counter()
+        loss_sum = torch.zeros(m, device=device)
+        correct = torch.zeros(m, device=device, dtype=torch.long)
+        perms = torch.stack([torch.randperm(n, generator=g) for g in orders]).to(device)
+        for idx in perms.split(settings.batch_size, dim=1):  # (members, batch)
+            lr = triangular_lr(step, total, settings.lr_max)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            yb = ys[rows_of, idx]
+            loss, out = batched(params, buffers, xs[rows_of, idx], yb)  # (m,), (m, batch, k)
+            grads = torch.autograd.grad(loss.sum(), list(params.values()))
+            if settings.grad_clip is not None:
+                _clip_per_member(list(grads), settings.grad_clip)
+            for p, g in zip(params.values(), grads, strict=True):
+                p.grad = g
+            opt.step()
+            loss_sum += loss.detach() * idx.shape[1]
+            correct += (out.detach().argmax(-1) == yb).sum(1)
+            step += 1
+        seconds = time.perf_counter() - start
+        for k in range(m):
+            row = {
+                "epoch": epoch + 1,
+                "loss": loss_sum[k].item() / n,
+                "train_accuracy": correct[k].item() / n,
+                "lr_end": lr,
+                "seconds": seconds,
+            }
+            histories[k].append(row)
+            if progress:
+                log_epoch(row, settings, prefix=f"seed {seeds[k]}: ")
+    with torch.no_grad():
+        for k, net in enumerate(nets):
+            for name, p in net.named_parameters():
+                p.copy_(params[name][k])
+    return histories
