@@ -42,7 +42,9 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
     res = subprocess.run([*cmd, *args], capture_output=True, text=True)
     if check and res.returncode != 0:
-        raise AssertionError(f"{' '.join([*cmd, *args])} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join([*cmd, *args])} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
     return res
 
 
