@@ -39,7 +39,12 @@ def test_defaults_are_filled_from_the_schema():
     assert cfg["nads"]["estimator"] == "dipole" and cfg["nads"]["step"] == 100.0
     assert cfg["nad_pairs"]["eps1"] == 1.0 and cfg["nad_pairs"]["eps2"] == 0.5
     assert cfg["nad_pairs"]["n_train"] == 10000 and cfg["nad_pairs"]["train"]["batch_size"] == 128
-    assert cfg["analysis"]["cross_section"] == {"n_points": 2, "range": 3.0, "resolution": 41}
+    assert cfg["analysis"]["cross_section"] == {
+        "n_points": 2,
+        "range": 3.0,
+        "resolution": 41,
+        "pairs": None,
+    }
     assert cfg["analysis"]["transitions"]["n_points"] == 256
     assert cfg["analysis"]["margin_steps"] == 200
     assert nc.arch_entry(cfg, "lenet") == {
@@ -147,6 +152,18 @@ def test_per_architecture_settings_merge_over_study_and_global_defaults():
     assert mlp.epochs == cfg["nad_pairs"]["train"]["epochs"]
     assert nc.nad_settings(cfg, "lenet").n_networks == 7
     assert nc.nad_settings(cfg, "mlp").n_networks == cfg["nads"]["n_networks"]
+
+
+def test_cross_section_figure_shows_the_selected_pairs():
+    cfg = load(with_change(["analysis", "cross_section", "pairs"], [[0, 1000], [10, 10]]))
+    assert [(c.i, c.j, c.seed) for c in nc.section_cells(cfg, "lenet")] == [
+        (0, 1000, 0),
+        (10, 10, 0),
+    ]
+    every = load(default_config())
+    assert len(nc.section_cells(every, "lenet")) == len(every["nad_pairs"]["indices"]) ** 2
+    with pytest.raises(nc.ConfigError, match=r"analysis.cross_section.pairs.1.*\(10, 11\)"):
+        load(with_change(["analysis", "cross_section", "pairs"], [[0, 0], [10, 11]]))
 
 
 def test_grid_cells_and_nad_architectures():

@@ -10,6 +10,7 @@ from nadpipe.geometry import (
     channel_reliance,
     count_transitions,
     cross_section,
+    direction_vs_channels,
     ellipse,
     jacobian_norm,
     margins_along,
@@ -148,3 +149,31 @@ def test_a_model_trained_only_on_channel_1_relies_on_channel_1():
     net2 = build_model("mlp", 2, 2)
     train_model(net2, x2, y, TrainSettings(epochs=5, lr_max=0.05), seed=0, progress=False)
     assert channel_reliance(net2, data["test"][0], u1, u2)["reliance_deg"] > 80
+
+
+class Reads(nn.Module):
+    """f = <x, w>: relies on whatever w touches."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = w
+
+    def forward(self, x):
+        s = (x.flatten(1) * self.w.flatten()).sum(1)
+        return torch.stack([-s, s], dim=1)
+
+
+def test_direction_against_a_block_of_channels():
+    # a 4-channel image: channels 0-2 "CIFAR", channel 3 synthetic along v
+    u = torch.zeros(4, 32, 32)
+    u[3] = unit(torch.randn(32, 32, generator=G))
+    x = torch.randn(20, 4, 32, 32, generator=G)
+    only_v = direction_vs_channels(Reads(2 * u), x, u, [0, 1, 2])
+    assert only_v["reliance_deg"] == pytest.approx(0.0, abs=1e-4)
+    cifar = torch.zeros(4, 32, 32)
+    cifar[:3] = torch.randn(3, 32, 32, generator=G)
+    assert direction_vs_channels(Reads(cifar), x, u, [0, 1, 2])["reliance_deg"] == pytest.approx(
+        90.0
+    )
+    both = direction_vs_channels(Reads(cifar / cifar.norm() + u), x, u, [0, 1, 2])
+    assert both["reliance_deg"] == pytest.approx(45.0, abs=1e-3)

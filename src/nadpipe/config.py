@@ -135,6 +135,14 @@ def check(cfg: dict) -> None:
                     f"another architecture itself; point to the source directly"
                 )
             used.add(src)
+    pairs = cfg["analysis"]["cross_section"]["pairs"]
+    indices = set(cfg["nad_pairs"]["indices"])
+    for k, (i, j) in enumerate(pairs or []):
+        if i not in indices or j not in indices:
+            raise ConfigError(
+                f"config key 'analysis.cross_section.pairs.{k}': ({i}, {j}) is not a pair of "
+                f"nad_pairs.indices {sorted(indices)}"
+            )
     for arch in sorted(used):
         entry = arch_entry(cfg, arch)
         if entry["model"] not in REGISTRY or entry["kwargs"]:
@@ -183,10 +191,17 @@ def pair_cells(cfg: dict) -> list[Cell]:
     ]
 
 
-def first_seed_cells(cfg: dict, arch: str) -> list[Cell]:
-    """The cells of `arch` with the study's first seed (one model per NAD pair, for figures)."""
+def section_cells(cfg: dict, arch: str) -> list[Cell]:
+    """The cells the cross-section figure of `arch` shows: the study's first seed, and the
+    pairs of `analysis.cross_section.pairs` (every pair when null)."""
     first = cfg["nad_pairs"]["seeds"][0]
-    return [c for c in pair_cells(cfg) if c.arch == arch and c.seed == first]
+    pairs = cfg["analysis"]["cross_section"]["pairs"]
+    keep = None if pairs is None else {tuple(p) for p in pairs}
+    return [
+        c
+        for c in pair_cells(cfg)
+        if c.arch == arch and c.seed == first and (keep is None or (c.i, c.j) in keep)
+    ]
 
 
 def nad_architectures(cfg: dict) -> list[str]:

@@ -88,6 +88,23 @@ def channel_reliance(
     }
 
 
+def direction_vs_channels(
+    net: nn.Module, x: torch.Tensor, u: torch.Tensor, channels: list[int]
+) -> dict[str, float]:
+    """Reliance on one direction against a block of channels, e.g. a synthetic D(v) channel
+    against the CIFAR channels of a CIFAR (+) D(v) image: the mean over `x` of
+    atan2(|grad f restricted to `channels`|, |grad f . u|) in degrees (0 = only along unit `u`,
+    90 = only through `channels`)."""
+    g = input_gradients(net, x)
+    along = (g.flatten(1) @ u.flatten()).abs()
+    block = g[:, channels].flatten(1).norm(dim=1)
+    return {
+        "reliance_deg": torch.rad2deg(torch.atan2(block, along)).mean().item(),
+        "grad_along_v": along.mean().item(),
+        "grad_on_channels": block.mean().item(),
+    }
+
+
 @torch.no_grad()
 def margins_along(
     net: nn.Module,

@@ -51,4 +51,4 @@ def pair_analyses(wildcards):
 
 
 def sections_of(wildcards):
-    return cell_files("sections", "npz", nc.first_seed_cells(CFG, wildcards.arch))
+    return cell_files("sections", "npz", nc.section_cells(CFG, wildcards.arch))
