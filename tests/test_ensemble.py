@@ -70,3 +70,18 @@ def test_batchnorm_models_fall_back_to_one_after_another():
     assert len(hist) == 2 and len(hist[1]) == 1
     for k, v in ref.state_dict().items():
         assert torch.equal(nets[1].state_dict()[k], v), k
+
+
+def test_a_diverging_member_stops_its_record_and_spares_the_others():
+    xs, ys = _member_data(256)
+    xs[0] *= 1e10  # only member 0 blows up (to NaN in its second epoch)
+    settings = TrainSettings(epochs=4, lr_max=1.0, batch_size=128, grad_clip=None)
+    hist = train_ensemble(
+        [_fresh("mlp", s) for s in SEEDS], xs, ys, settings, SEEDS, progress=False
+    )
+    alone = train_model(
+        _fresh("mlp", SEEDS[0]), xs[0], ys[0], settings, seed=SEEDS[0], progress=False
+    )
+    assert len(hist[0]) == len(alone) < 4  # stops where separate training stops
+    assert len(hist[1]) == len(hist[2]) == 4
+    assert all(r["loss"] == r["loss"] for r in hist[1])  # finite (not NaN) throughout

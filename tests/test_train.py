@@ -1,10 +1,19 @@
+import math
+
 import pytest
 import torch
 
 from nadpipe.data import PairSpec
 from nadpipe.evaluate import evaluate_conditions
 from nadpipe.models import build_model
-from nadpipe.train import TrainSettings, init_seed, train_model, triangular_lr
+from nadpipe.train import (
+    TrainingDiverged,
+    TrainSettings,
+    diverged_epoch,
+    init_seed,
+    train_model,
+    triangular_lr,
+)
 
 
 def test_triangular_schedule_rises_to_the_peak_at_half_and_returns_to_zero():
@@ -59,3 +68,25 @@ def test_gradient_clipping_bounds_each_update():
     train_model(net, x, y, s, seed=0, progress=False)  # one step, at lr 1.0 (end of first half)
     after = torch.cat([p.detach().flatten() for p in net.parameters()])
     assert (after - before).norm().item() <= 0.5 + 1e-5
+
+
+def _diverging():
+    data = _easy_pair(n_train=512, n_test=2)
+    torch.manual_seed(0)
+    return build_model("mlp", 2, 2), data["train"]
+
+
+def test_divergence_stops_the_training_and_is_recorded():
+    net, (x, y) = _diverging()
+    s = TrainSettings(epochs=6, lr_max=1e4, grad_clip=None)
+    hist = train_model(net, x, y, s, seed=0, progress=False)
+    assert len(hist) < 6 and not math.isfinite(hist[-1]["loss"])
+    assert diverged_epoch(hist) == hist[-1]["epoch"]
+    assert diverged_epoch(_train(0, _easy_pair(512, 2), epochs=1)[1]) is None
+
+
+def test_divergence_can_be_a_hard_failure():
+    net, (x, y) = _diverging()
+    s = TrainSettings(epochs=6, lr_max=1e4, grad_clip=None, fail_on_divergence=True)
+    with pytest.raises(TrainingDiverged, match=r"loss nan in epoch \d.*fail_on_divergence"):
+        train_model(net, x, y, s, seed=0, progress=False)

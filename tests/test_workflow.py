@@ -213,3 +213,34 @@ def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):
     assert diff.max() <= 0.01  # equal up to floating-point differences of the batched model
     record = json.loads((tmp_path / "results/nad_pairs/models/mlp/i0_j1000_s1.json").read_text())
     assert record["trained_with_seeds"] == 2 and len(record["history"]) == 10
+
+
+def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):
+    cfg = {
+        **MICRO,
+        "nad_pairs": {
+            **MICRO["nad_pairs"],
+            "architectures": ["mlp"],
+            "indices": [0, 1000],
+            "train_per_arch": {"mlp": {"lr_max": 1.0e4, "grad_clip": None}},
+        },
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake(tmp_path, "--cores", "2")
+    df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
+    assert len(df) == 4 * 6 and df["diverged"].all()
+    assert df["accuracy"].isna().all() and df["reliance_deg"].isna().all()
+    assert (df["diverged_epoch"] >= 1).all()
+    for fig in ("heatmap", "reliance", "complexity"):  # still drawn, the cells hatched in red
+        img = mpimg.imread(tmp_path / f"results/nad_pairs/plots/{fig}_mlp.png")
+        red = (img[..., 0] > 0.8) & (img[..., 1] < 0.3) & (img[..., 2] < 0.3)
+        assert red.sum() > 500, fig
+    img = mpimg.imread(tmp_path / "results/nad_pairs/plots/cross_sections_mlp.png")
+    assert ((img[..., 0] > 0.8) & (img[..., 1] < 0.3)).sum() > 50  # "diverged" in red
+    # as a hard failure: the run stops, and the log names the reason
+    cfg["nad_pairs"]["train"] = {**cfg["nad_pairs"]["train"], "fail_on_divergence": True}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = snakemake(tmp_path, "--cores", "1", check=False)
+    assert res.returncode != 0
+    logs = "".join(p.read_text() for p in (tmp_path / "logs/nad_pairs/train/mlp").glob("*.log"))
+    assert "TrainingDiverged" in logs and "fail_on_divergence" in logs

@@ -19,7 +19,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from .io import generator
-from .train import TrainSettings, log_epoch, train_model, triangular_lr
+from .train import TrainSettings, check_divergence, log_epoch, train_model, triangular_lr
 
 
 def can_vectorize(net: nn.Module) -> bool:
@@ -69,6 +69,7 @@ def train_ensemble(
     total = settings.epochs * -(-n // settings.batch_size)
     rows_of = torch.arange(m, device=device)[:, None]
     histories: list[list[dict]] = [[] for _ in range(m)]
+    diverged = [False] * m
     step = 0
     for epoch in range(settings.epochs):
         start = time.perf_counter()
@@ -99,9 +100,14 @@ def train_ensemble(
                 "lr_end": lr,
                 "seconds": seconds,
             }
+            if diverged[k]:
+                continue  # a diverged member's record stops where separate training would
             histories[k].append(row)
             if progress:
                 log_epoch(row, settings, prefix=f"seed {seeds[k]}: ")
+            diverged[k] = check_divergence(histories[k], settings, prefix=f"seed {seeds[k]}: ")
+        if all(diverged):
+            break
     with torch.no_grad():
         for k, net in enumerate(nets):
             for name, p in net.named_parameters():

@@ -27,7 +27,7 @@ from .io import (
 )
 from .models import build_model
 from .nads import NadSettings, compute_nads
-from .train import TrainSettings, init_seed, train_model
+from .train import TrainSettings, diverged_epoch, init_seed, train_model
 
 
 def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> None:
@@ -107,6 +107,8 @@ def train_pair_job(
                 "model": model,
                 "kwargs": kwargs,
                 "history": history,
+                "diverged": diverged_epoch(history) is not None,
+                "diverged_epoch": diverged_epoch(history),
                 "train_seconds": seconds,
                 "trained_with_seeds": len(nets),
                 "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
@@ -139,12 +141,16 @@ def evaluate_pair_job(
     rows = evaluate_conditions(
         net, {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}, batch_size
     )
+    if run["diverged"]:  # NaN weights: argmax would report a meaningless 50 %
+        rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
     spec = stored["spec"]
     settings = {
         **{k: spec[k] for k in ("eps1", "eps2", "sigma", "n_train", "n_test")},
         "model": run["model"],
         **run["train"],
         "final_train_loss": run["history"][-1]["loss"],
+        "diverged": run["diverged"],
+        "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
         "train_seconds": run["train_seconds"],
         "device": run["device"],
     }
@@ -159,7 +165,7 @@ def analyze_pair_job(
     """Geometry and complexity of one trained model: one parquet row and its cross-sections."""
     device = pick_device()
     splits, stored = load_pair_data(dataset)
-    net, _ = _load_trained(metrics, weights, device)
+    net, run = _load_trained(metrics, weights, device)
     spec, s = stored["spec"], settings
     zero = torch.zeros(SIDE, SIDE)
     u1 = torch.stack([spec["v1"].reshape(SIDE, SIDE), zero]).to(device)  # v1 (+) 0
@@ -181,6 +187,8 @@ def analyze_pair_job(
     row.update(
         geo.transition_counts(net, x_test, y_test, tr["n_trajectories"], tr["n_points"], gen)
     )
+    if run["diverged"]:  # NaN weights: margins and transition counts would read as numbers
+        row.update({k: float("nan") for k in row if k not in _cell_key(stored)})
     row["analysis_seconds"] = time.perf_counter() - start
     cs = s["cross_section"]
     grid = torch.linspace(-cs["range"], cs["range"], cs["resolution"])

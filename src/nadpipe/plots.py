@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 from .io import atomic_write  # noqa: E402
 
@@ -25,7 +26,10 @@ AXIS_J = "NAD index of v2 (channel 2, eps2)"
 def pair_grid(df: pd.DataFrame, condition: str, split: str = "test", value: str = "accuracy"):
     """Mean of `value` over seeds, rows = NAD index i of v1, columns = NAD index j of v2."""
     sel = df[(df["split"] == split) & (df["condition"] == condition)]
-    return sel.pivot_table(index="nad_i", columns="nad_j", values=value, aggfunc="mean")
+    # dropna=False keeps cells whose every seed is NaN (diverged), so they are drawn and marked
+    return sel.pivot_table(
+        index="nad_i", columns="nad_j", values=value, aggfunc="mean", dropna=False
+    )
 
 
 def _rows_of(df: pd.DataFrame, arch: str) -> pd.DataFrame:
@@ -43,7 +47,16 @@ def _number(val: float, fmt: str) -> str:
     )
 
 
-def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, **imshow) -> matplotlib.image.AxesImage:
+def diverged_grid(df: pd.DataFrame) -> pd.DataFrame | None:
+    """Per (i, j): whether any seed's training diverged; None when the column is absent."""
+    if "diverged" not in df:
+        return None
+    return df.pivot_table(index="nad_i", columns="nad_j", values="diverged", aggfunc="max")
+
+
+def _panel(
+    ax, grid: pd.DataFrame, title: str, fmt: str, marks: pd.DataFrame | None = None, **imshow
+) -> matplotlib.image.AxesImage:
     vals = grid.to_numpy(dtype=float)
     im = ax.imshow(vals, origin="lower", **imshow)
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
@@ -57,7 +70,17 @@ def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, **imshow) -> matplotlib
             light = (val - lo) < 0.6 * (hi - lo)
             ax.text(c, r, _number(val, fmt), ha="center", va="center", fontsize=8,
                     color="white" if light else "black")  # fmt: skip
+    if marks is not None:  # hatch the cells where a seed's training diverged
+        for (r, c), bad in np.ndenumerate(marks.reindex_like(grid).fillna(False).to_numpy(bool)):
+            if bad:
+                ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="xx",
+                                       edgecolor="red", linewidth=0))  # fmt: skip
     return im
+
+
+def _divergence_note(marks: pd.DataFrame | None) -> str:
+    n = 0 if marks is None else int(marks.to_numpy(dtype=float).sum())
+    return f"; red hatching: training diverged in some seed ({n} cells)" if n else ""
 
 
 def _save(fig, output: str) -> None:
@@ -68,11 +91,14 @@ def _save(fig, output: str) -> None:
 def pair_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     """Three panels (both / ch1 only / ch2 only) of mean test accuracy for one architecture."""
     df = _rows_of(df, arch)
+    marks = diverged_grid(df)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), constrained_layout=True)
     for ax, (cond, title) in zip(axes, PANELS.items(), strict=True):
-        im = _panel(ax, pair_grid(df, cond) * 100, title, ".0f", vmin=50, vmax=100, cmap="viridis")
+        grid = pair_grid(df, cond) * 100
+        im = _panel(ax, grid, title, ".0f", marks, vmin=50, vmax=100, cmap="viridis")
     fig.colorbar(im, ax=axes, label="test accuracy (%)", shrink=0.9)
-    fig.suptitle(f"{arch}: D(v1) (+) D(v2), mean over {df['seed'].nunique()} seed(s)")
+    seeds = df["seed"].nunique()
+    fig.suptitle(f"{arch}: D(v1) (+) D(v2), mean over {seeds} seed(s){_divergence_note(marks)}")
     _save(fig, output)
 
 
@@ -81,17 +107,17 @@ def metric_heatmaps(
 ) -> None:
     """One panel per per-model metric column (mean over seeds), each with its own colour bar."""
     df = _rows_of(df, arch)
+    marks = diverged_grid(df)
     fig, axes = plt.subplots(
         1, len(metrics), figsize=(5 * len(metrics), 4.8), constrained_layout=True
     )
     for ax, (col, title) in zip(np.atleast_1d(axes), metrics.items(), strict=True):
         grid = pair_grid(df, "both", value=col)
         lims = (limits or {}).get(col, {})
-        im = _panel(
-            ax, grid, title, ".3g" if col != "reliance_deg" else ".0f", cmap="magma", **lims
-        )
+        fmt = ".0f" if col == "reliance_deg" else "auto"
+        im = _panel(ax, grid, title, fmt, marks, cmap="magma", **lims)
         fig.colorbar(im, ax=ax, shrink=0.8)
-    fig.suptitle(f"{arch}: mean over {df['seed'].nunique()} seed(s)")
+    fig.suptitle(f"{arch}: mean over {df['seed'].nunique()} seed(s){_divergence_note(marks)}")
     _save(fig, output)
 
 
@@ -113,6 +139,10 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
                 ax.axis("off")
                 continue
             f = s["values"][0]  # (R, R): rows along v2 (b), columns along v1 (a)
+            if not np.isfinite(f).all():
+                ax.text(0.5, 0.5, "diverged", ha="center", va="center", color="red")
+                ax.set_title(f"i={i}, j={j}", fontsize=9)
+                continue
             lim = np.abs(f).max() or 1.0
             ax.pcolormesh(s["a"], s["b"], f, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="auto")
             if f.min() < 0 < f.max():

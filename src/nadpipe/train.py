@@ -7,6 +7,7 @@ the same numbers on CPU.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -28,6 +29,27 @@ class TrainSettings:
     bf16: bool = False  # bf16 autocast for forward and loss, on CUDA only
     channels_last: bool = False  # channels-last memory format, on CUDA only
     compile: bool = False  # torch.compile the model (pays off only for long runs)
+    fail_on_divergence: bool = False  # raise on a NaN/inf loss instead of recording it
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or inf and `fail_on_divergence` is set."""
+
+
+def diverged_epoch(history: list[dict]) -> int | None:
+    """The first epoch whose mean loss is not finite, or None."""
+    return next((r["epoch"] for r in history if not math.isfinite(r["loss"])), None)
+
+
+def check_divergence(history: list[dict], settings: TrainSettings, prefix: str = "") -> bool:
+    """True when the last epoch diverged (then training stops); raise if that is to fail."""
+    if math.isfinite(history[-1]["loss"]):
+        return False
+    msg = f"{prefix}training diverged: loss {history[-1]['loss']} in epoch {history[-1]['epoch']}"
+    if settings.fail_on_divergence:
+        raise TrainingDiverged(msg + " (train.fail_on_divergence is set)")
+    print(msg + "; stopping this training and recording it", flush=True)
+    return True
 
 
 def triangular_lr(step: int, total_steps: int, lr_max: float) -> float:
@@ -103,6 +125,8 @@ def train_model(
         history.append(row)
         if progress:
             log_epoch(row, settings)
+        if check_divergence(history, settings):  # once per epoch: no sync inside the steps
+            break
     return history
 
 
