@@ -92,6 +92,22 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     assert (df.groupby(["arch", "nad_i", "nad_j"])["reliance_deg"].nunique() == 1).all()
 
 
+def test_same_config_gives_a_byte_identical_summary(run, tmp_path):
+    workdir, _ = run
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(MICRO))
+    snakemake(tmp_path, "--cores", "2")
+    summary = "results/nad_pairs/summary.parquet"
+    assert (tmp_path / summary).read_bytes() == (workdir / summary).read_bytes()
+    # the timings, which differ from run to run, are kept beside it, one row per model
+    runs = pd.read_parquet(tmp_path / "results/nad_pairs/runs.parquet")
+    assert (
+        len(runs) == 8
+        and (runs["train_seconds"] > 0).all()
+        and (runs["analysis_seconds"] > 0).all()
+    )
+    assert "train_seconds" not in pd.read_parquet(tmp_path / summary)
+
+
 def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):
     workdir, _ = run
     df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")

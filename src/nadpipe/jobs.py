@@ -214,15 +214,26 @@ def analyze_pair_job(
     print("\n".join(f"{k}: {v}" for k, v in row.items()))
 
 
-def aggregate_job(evaluations: Sequence[str], analyses: Sequence[str], output: str) -> None:
-    """Concatenate per-cell result rows, add each model's analysis columns, sort by key."""
+# per-model facts that differ from run to run: kept out of summary.parquet so that the same
+# config gives a byte-identical summary on CPU
+RUN_COLUMNS = ["train_seconds", "analysis_seconds"]
+MODEL_KEY = ["study", "arch", "nad_i", "nad_j", "seed"]
+
+
+def aggregate_job(
+    evaluations: Sequence[str], analyses: Sequence[str], output: str, runs: str
+) -> None:
+    """Concatenate per-cell result rows, add each model's analysis columns, sort by key; the
+    models' timings go to `runs`, one row per model."""
     df = pd.concat([pd.read_parquet(p) for p in evaluations], ignore_index=True)
-    model_key = ["study", "arch", "nad_i", "nad_j", "seed"]
     if analyses:
         extra = pd.concat([pd.read_parquet(p) for p in analyses], ignore_index=True)
-        extra = extra[model_key + [c for c in extra.columns if c not in df.columns]]
-        df = df.merge(extra, on=model_key, how="left", validate="many_to_one")
-    keys = [*model_key[1:], "split", "condition"]
-    df = df.sort_values(keys, kind="stable").reset_index(drop=True)
+        extra = extra[MODEL_KEY + [c for c in extra.columns if c not in df.columns]]
+        df = df.merge(extra, on=MODEL_KEY, how="left", validate="many_to_one")
+    df = df.sort_values([*MODEL_KEY[1:], "split", "condition"], kind="stable")
+    timing = [c for c in RUN_COLUMNS if c in df]
+    per_model = df[MODEL_KEY + timing].drop_duplicates(MODEL_KEY).reset_index(drop=True)
+    df = df.drop(columns=timing).reset_index(drop=True)
     atomic_write(output, partial(df.to_parquet, index=False))
-    print(f"{len(df)} rows from {len(evaluations)} cells -> {output}")
+    atomic_write(runs, partial(per_model.to_parquet, index=False))
+    print(f"{len(df)} rows from {len(evaluations)} cells -> {output}; timings -> {runs}")

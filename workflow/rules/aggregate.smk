@@ -3,7 +3,8 @@ rule aggregate_pairs:
         evaluations=pair_results,
         analyses=pair_analyses,
     output:
-        f"{PAIR}/summary.parquet",
+        summary=f"{PAIR}/summary.parquet",
+        runs=f"{PAIR}/runs.parquet",
     log:
         "logs/nad_pairs/aggregate.log",
     script:

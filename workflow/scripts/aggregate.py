@@ -1,9 +1,10 @@
-"""Concatenate per-cell results into the study's summary parquet."""
+"""Concatenate per-cell results into the study's summary parquet (and its timings)."""
 
 from nadpipe.io import job_log
 from nadpipe.jobs import aggregate_job
 
-with job_log(snakemake.log[0]):
+sm = snakemake
+with job_log(sm.log[0]):
     aggregate_job(
-        list(snakemake.input.evaluations), list(snakemake.input.analyses), snakemake.output[0]
+        list(sm.input.evaluations), list(sm.input.analyses), sm.output.summary, sm.output.runs
     )
