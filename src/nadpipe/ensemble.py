@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .io import generator
-from .train import TrainSettings, check_divergence, log_epoch, train_model, triangular_lr
+from .io import generator, save_torch
+from .train import (
+    TrainSettings,
+    check_divergence,
+    load_checkpoint,
+    log_epoch,
+    train_model,
+    triangular_lr,
+)
 
 
 def can_vectorize(net: nn.Module) -> bool:
@@ -42,13 +50,15 @@ def train_ensemble(
     settings: TrainSettings,
     seeds: list[int],
     progress: bool = True,
+    checkpoint: str | None = None,
 ) -> list[list[dict]]:
     """Train `nets` in place, member m on `xs[m]` (n, c, h, w), `ys[m]` (n,) with batch order
-    seeded by `seeds[m]`, as `train_model` would one by one. Returns each member's history."""
+    seeded by `seeds[m]`, as `train_model` would one by one. Returns each member's history.
+    With `checkpoint`, the state after every epoch is written there and resumed from."""
     if not all(can_vectorize(n) for n in nets):
         return [
-            train_model(net, x, y, settings, seed, progress)
-            for net, x, y, seed in zip(nets, xs, ys, seeds, strict=True)
+            train_model(net, x, y, settings, seed, progress, checkpoint and f"{checkpoint}.{k}")
+            for k, (net, x, y, seed) in enumerate(zip(nets, xs, ys, seeds, strict=True))
         ]
     m, n = len(nets), xs.shape[1]
     device = xs.device
@@ -70,8 +80,22 @@ def train_ensemble(
     rows_of = torch.arange(m, device=device)[:, None]
     histories: list[list[dict]] = [[] for _ in range(m)]
     diverged = [False] * m
-    step = 0
-    for epoch in range(settings.epochs):
+    step = done = 0
+    state = load_checkpoint(checkpoint, settings, seeds)
+    if state is not None:
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(state["params"][name])
+        for name, b in buffers.items():
+            b.copy_(state["buffers"][name])
+        opt.load_state_dict(state["optimizer"])
+        for g, st in zip(orders, state["orders"], strict=True):
+            g.set_state(st)
+        torch.set_rng_state(state["torch_rng"])
+        histories, diverged, step, done = (
+            state[k] for k in ("histories", "diverged", "step", "done")
+        )
+    for epoch in range(done, settings.epochs):
         start = time.perf_counter()
         loss_sum = torch.zeros(m, device=device)
         correct = torch.zeros(m, device=device, dtype=torch.long)
@@ -108,6 +132,23 @@ def train_ensemble(
             diverged[k] = check_divergence(histories[k], settings, prefix=f"seed {seeds[k]}: ")
         if all(diverged):
             break
+        if checkpoint:
+            save_torch(
+                {
+                    "params": {k: v.detach() for k, v in params.items()},
+                    "buffers": buffers,
+                    "optimizer": opt.state_dict(),
+                    "orders": [g.get_state() for g in orders],
+                    "torch_rng": torch.get_rng_state(),
+                    "histories": histories,
+                    "diverged": diverged,
+                    "step": step,
+                    "done": epoch + 1,
+                    "settings": asdict(settings),
+                    "seed": seeds,
+                },
+                checkpoint,
+            )
     with torch.no_grad():
         for k, net in enumerate(nets):
             for name, p in net.named_parameters():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import platform
 import time
 from collections.abc import Sequence
@@ -91,11 +93,13 @@ def train_pair_job(
         order_seeds.append(derive_seed("order", meta["seed"], *key))
     print(f"train {[m['arch'] for m in metas][0]} i={key[1]} j={key[2]} seeds="
           f"{[m['seed'] for m in metas]} on {device}: {settings}", flush=True)  # fmt: skip
+    # not a declared output: Snakemake keeps it when it cleans up after a killed job
+    ckpt = f"{model_outs[0]}.ckpt"
     start = time.perf_counter()
     if len(nets) == 1:
-        histories = [train_model(nets[0], xs[0], ys[0], settings, order_seeds[0])]
+        histories = [train_model(nets[0], xs[0], ys[0], settings, order_seeds[0], checkpoint=ckpt)]
     else:
-        histories = train_ensemble(nets, xs, ys, settings, order_seeds)
+        histories = train_ensemble(nets, xs, ys, settings, order_seeds, checkpoint=ckpt)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
     for net, history, weights, metrics in zip(
         nets, histories, model_outs, metrics_outs, strict=True
@@ -116,6 +120,8 @@ def train_pair_job(
             },
             metrics,
         )
+    for leftover in glob.glob(glob.escape(ckpt) + "*"):  # the outputs are complete
+        os.remove(leftover)
 
 
 def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[torch.nn.Module, dict]:

@@ -8,14 +8,15 @@ the same numbers on CPU.
 from __future__ import annotations
 
 import math
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .io import derive_seed, generator
+from .io import derive_seed, generator, load_torch, save_torch
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,19 @@ def log_epoch(row: dict, settings: TrainSettings, prefix: str = "") -> None:
     )
 
 
+def load_checkpoint(path: str | None, settings: TrainSettings, seed: object) -> dict | None:
+    """The checkpoint at `path` if it belongs to this training (same settings and seed)."""
+    if not path or not os.path.exists(path):
+        return None
+    state = load_torch(path)
+    if state.get("settings") != asdict(settings) or state.get("seed") != seed:
+        print(f"ignoring checkpoint {path}: written for other settings or seeds", flush=True)
+        return None
+    done = state.get("done", len(state.get("history", [])))  # ensembles store "done"
+    print(f"resuming from {path} after epoch {done}", flush=True)
+    return state
+
+
 def train_model(
     net: nn.Module,
     x: torch.Tensor,
@@ -74,10 +88,13 @@ def train_model(
     settings: TrainSettings,
     seed: int,
     progress: bool = True,
+    checkpoint: str | None = None,
 ) -> list[dict]:
     """Train `net` in place on `x` (n, c, h, w), `y` (n,) int64 (both on the net's device).
 
     Returns one dict per epoch: epoch, loss (mean over samples), train accuracy, lr, seconds.
+    With `checkpoint`, the state after every epoch is written there atomically, and a run that
+    finds it resumes from it: the result equals an uninterrupted run exactly on CPU.
     """
     cuda = x.device.type == "cuda"
     if cuda and settings.channels_last:
@@ -92,9 +109,16 @@ def train_model(
         net.parameters(), lr=0.0, momentum=settings.momentum, weight_decay=settings.weight_decay
     )
     order = generator("batch-order", seed)
-    history = []
+    history: list[dict] = []
     step = 0
-    for epoch in range(settings.epochs):
+    state = load_checkpoint(checkpoint, settings, seed)
+    if state is not None:
+        net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        order.set_state(state["order"])
+        torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
+        history, step = state["history"], state["step"]
+    for epoch in range(len(history), settings.epochs):
         start = time.perf_counter()
         net.train()
         loss_sum = torch.zeros((), device=x.device)
@@ -127,6 +151,20 @@ def train_model(
             log_epoch(row, settings)
         if check_divergence(history, settings):  # once per epoch: no sync inside the steps
             break
+        if checkpoint:
+            save_torch(
+                {
+                    "model": net.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "order": order.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "history": history,
+                    "step": step,
+                    "settings": asdict(settings),
+                    "seed": seed,
+                },
+                checkpoint,
+            )
     return history
 
 
