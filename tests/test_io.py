@@ -1,6 +1,16 @@
+import pandas as pd
 import pytest
+import torch
 
-from nadpipe.io import atomic_write, derive_seed, generator
+from nadpipe.io import (
+    ArtifactError,
+    atomic_write,
+    derive_seed,
+    generator,
+    load_json,
+    load_parquet,
+    load_torch,
+)
 
 
 def test_derived_seeds_are_stable_and_distinct():
@@ -10,6 +20,15 @@ def test_derived_seeds_are_stable_and_distinct():
     assert derive_seed("pair", 0, 10, 0) != derive_seed("pair", 0, 10, 1)
     assert 0 <= derive_seed("x") < 2**63
     assert generator("a", 1).initial_seed() == derive_seed("a", 1)
+
+
+def test_torch_artifacts_are_byte_reproducible(tmp_path):
+    from nadpipe.io import save_torch
+
+    obj = {"v": torch.arange(10.0), "meta": {"a": 1}}
+    save_torch(obj, tmp_path / "a.pt")
+    save_torch(obj, tmp_path / "b.pt")
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
 
 
 def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path):
@@ -25,3 +44,34 @@ def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path):
     assert not target.exists() and list(target.parent.iterdir()) == []
     atomic_write(target, lambda tmp: open(tmp, "w").write("whole"))
     assert target.read_text() == "whole" and len(list(target.parent.iterdir())) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "write", "read"),
+    [
+        ("a.pt", lambda p: torch.save({"x": torch.ones(1000)}, p), load_torch),
+        ("a.json", lambda p: open(p, "w").write('{"a": [1, 2, 3]}'), load_json),
+        ("a.parquet", lambda p: pd.DataFrame({"a": range(1000)}).to_parquet(p), load_parquet),
+    ],
+)
+def test_truncated_artifacts_name_the_file_and_the_rebuild_command(tmp_path, name, write, read):
+    path = tmp_path / name
+    write(path)
+    read(path)  # whole: reads
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(
+        ArtifactError, match=rf"{name} cannot be read.*snakemake --cores all --force .*{name}"
+    ):
+        read(path)
+
+
+def test_a_nad_artifact_of_other_settings_is_refused(tmp_path):
+    from nadpipe.jobs import check_nads
+
+    art = {"model": "lenet", "kwargs": {}, "settings": {"n_networks": 256}}
+    check_nads(art, "nads.pt", {"model": "lenet", "kwargs": {}, "settings": {"n_networks": 256}})
+    with pytest.raises(ArtifactError, match=r"nads.pt was computed with other settings.*256.*512"):
+        check_nads(
+            art, "nads.pt", {"model": "lenet", "kwargs": {}, "settings": {"n_networks": 512}}
+        )

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,24 @@ def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):
     assert diff.max() <= 0.01  # equal up to floating-point differences of the batched model
     record = json.loads((tmp_path / "results/nad_pairs/models/mlp/i0_j1000_s1.json").read_text())
     assert record["trained_with_seeds"] == 2 and len(record["history"]) == 10
+
+
+def test_a_corrupt_artifact_is_named_with_the_command_that_rebuilds_it(run, tmp_path):
+    workdir, _ = run
+    copy = tmp_path / "wf"
+    shutil.copytree(workdir, copy)
+    spec = "results/nad_pairs/datasets/lenet/i0_j0_s0.pt"
+    data = (copy / spec).read_bytes()
+    (copy / spec).write_bytes(data[: len(data) // 3])
+    res = snakemake(
+        copy, "--cores", "1", "--force", "results/nad_pairs/models/lenet/i0_j0_s0.pt", check=False
+    )
+    assert res.returncode != 0
+    log = (copy / "logs/nad_pairs/train/lenet/i0_j0_s0.log").read_text()
+    assert f"{spec} cannot be read" in log and f"snakemake --cores all --force {spec}" in log
+    # the command it names does rebuild it
+    snakemake(copy, "--cores", "1", "--force", spec)
+    assert (copy / spec).read_bytes() == data
 
 
 def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):

@@ -44,11 +44,47 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
 
 
 def save_torch(obj: Any, path: str | os.PathLike) -> None:
-    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+    def write(tmp: str) -> None:
+        # through a file object: torch.save names the archive after a path's file name, which
+        # here is a random temporary one, and the same object would give different bytes
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+
+    atomic_write(path, write)
+
+
+class ArtifactError(RuntimeError):
+    """An artifact is missing, truncated or corrupt; the message says how to rebuild it."""
+
+
+def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any]) -> Any:
+    """`reader(path)`, turning any failure into an `ArtifactError` naming the file and the
+    command that rebuilds it."""
+    try:
+        return reader(str(path))
+    except Exception as e:  # a corrupt file can fail in any of the readers' layers
+        raise ArtifactError(
+            f"{path} cannot be read ({type(e).__name__}: {e}); it is truncated or corrupt. "
+            f"Rebuild it with: snakemake --cores all --force {path}"
+        ) from e
 
 
 def load_torch(path: str | os.PathLike) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return read_artifact(path, lambda p: torch.load(p, map_location="cpu", weights_only=True))
+
+
+def load_json(path: str | os.PathLike) -> Any:
+    def read(p: str) -> Any:
+        with open(p) as f:
+            return json.load(f)
+
+    return read_artifact(path, read)
+
+
+def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame (pandas imported lazily)
+    import pandas as pd
+
+    return read_artifact(path, pd.read_parquet)
 
 
 def save_json(obj: Any, path: str | os.PathLike) -> None:

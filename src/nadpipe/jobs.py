@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import glob
-import json
 import os
 import platform
 import time
@@ -19,9 +18,12 @@ from .data import SIDE, PairSpec, load_pair_data, write_pair_spec
 from .ensemble import train_ensemble
 from .evaluate import evaluate_conditions
 from .io import (
+    ArtifactError,
     atomic_write,
     derive_seed,
     generator,
+    load_json,
+    load_parquet,
     load_torch,
     pick_device,
     save_json,
@@ -44,11 +46,39 @@ def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> None:
     print(f"done in {art['seconds']:.1f}s; top eigenvalues {top}", flush=True)
 
 
+def check_nads(art: dict, path: str, expected: dict) -> None:
+    """Stop when a NAD artifact was computed for another model or other settings than the
+    config asks for (possible when Snakemake's params trigger is off, e.g. --rerun-triggers
+    mtime, or a file was copied in)."""
+    found = {
+        "model": art.get("model"),
+        "kwargs": art.get("kwargs"),
+        "settings": art.get("settings"),
+    }
+    if found != expected:
+        diff = {
+            k: (found[k], expected[k]) for k in expected if found.get(k) != expected[k]
+        }  # fmt: skip
+        raise ArtifactError(
+            f"{path} was computed with other settings than the config asks for "
+            f"(found, expected): {diff}. Rebuild it with: snakemake --cores all --force {path}"
+        )
+
+
 def pair_dataset_job(
-    nads: str, output: str, arch: str, nad_source: str, i: int, j: int, seed: int, data: dict
+    nads: str,
+    output: str,
+    arch: str,
+    nad_source: str,
+    i: int,
+    j: int,
+    seed: int,
+    data: dict,
+    nad_params: dict,
 ) -> None:
     """Write the spec of cell (arch, i, j, seed): v1 = NAD i, v2 = NAD j of `nad_source`."""
     art = load_torch(nads)
+    check_nads(art, nads, nad_params)
     spec = PairSpec(
         v1=art["vectors"][i].clone(),
         v2=art["vectors"][j].clone(),
@@ -126,8 +156,7 @@ def train_pair_job(
 
 def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
     """The trained model of a cell, in eval mode on `device`, and its training record."""
-    with open(metrics) as f:
-        run = json.load(f)
+    run = load_json(metrics)
     net = build_model(run["model"], 2, 2, run["kwargs"])
     net.load_state_dict(load_torch(weights))
     return net.to(device).eval(), run
@@ -231,9 +260,9 @@ def aggregate_job(
 ) -> None:
     """Concatenate per-cell result rows, add each model's analysis columns, sort by key; the
     models' timings go to `runs`, one row per model."""
-    df = pd.concat([pd.read_parquet(p) for p in evaluations], ignore_index=True)
+    df = pd.concat([load_parquet(p) for p in evaluations], ignore_index=True)
     if analyses:
-        extra = pd.concat([pd.read_parquet(p) for p in analyses], ignore_index=True)
+        extra = pd.concat([load_parquet(p) for p in analyses], ignore_index=True)
         extra = extra[MODEL_KEY + [c for c in extra.columns if c not in df.columns]]
         df = df.merge(extra, on=MODEL_KEY, how="left", validate="many_to_one")
     df = df.sort_values([*MODEL_KEY[1:], "split", "condition"], kind="stable")

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .io import derive_seed, generator, load_torch, save_torch
+from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,11 @@ def load_checkpoint(path: str | None, settings: TrainSettings, seed: object) -> 
     """The checkpoint at `path` if it belongs to this training (same settings and seed)."""
     if not path or not os.path.exists(path):
         return None
-    state = load_torch(path)
+    try:
+        state = load_torch(path)
+    except ArtifactError as e:  # written atomically, but a disk can still fail
+        print(f"ignoring unreadable checkpoint: {e}", flush=True)
+        return None
     if state.get("settings") != asdict(settings) or state.get("seed") != seed:
         print(f"ignoring checkpoint {path}: written for other settings or seeds", flush=True)
         return None

@@ -8,5 +8,6 @@ rule pair_dataset:
     params:
         nad_source=lambda w: nc.nad_source(CFG, w.arch),
         data=lambda w: nc.pair_data(CFG),
+        nad_params=lambda w: nc.nad_params(CFG, nc.nad_source(CFG, w.arch)),
     script:
         "../scripts/pair_dataset.py"

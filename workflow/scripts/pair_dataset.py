@@ -14,4 +14,5 @@ with job_log(sm.log[0], sm.threads):
         j=int(sm.wildcards.j),
         seed=int(sm.wildcards.seed),
         data=sm.params.data,
+        nad_params=sm.params.nad_params,
     )

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from nadpipe.io import job_log
+from nadpipe.io import job_log, read_artifact
 from nadpipe.plots import cross_section_grid
 
 with job_log(snakemake.log[0]):
-    sections = [dict(np.load(p)) for p in snakemake.input]
+    sections = [dict(read_artifact(p, np.load)) for p in snakemake.input]
     cross_section_grid(sections, snakemake.wildcards.arch, snakemake.output[0])

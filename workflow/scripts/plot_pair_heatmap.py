@@ -1,11 +1,7 @@
 """Heatmaps of one architecture's NAD-pair accuracies."""
 
-import pandas as pd
-
-from nadpipe.io import job_log
+from nadpipe.io import job_log, load_parquet
 from nadpipe.plots import pair_heatmaps
 
 with job_log(snakemake.log[0]):
-    pair_heatmaps(
-        pd.read_parquet(snakemake.input[0]), snakemake.wildcards.arch, snakemake.output[0]
-    )
+    pair_heatmaps(load_parquet(snakemake.input[0]), snakemake.wildcards.arch, snakemake.output[0])
