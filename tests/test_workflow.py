@@ -74,6 +74,9 @@ def run(tmp_path_factory):
 def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     workdir, res = run
     assert "results/nad_pairs/summary.parquet" in res.stdout  # the final message names outputs
+    console = res.stdout + res.stderr  # one summary line per job, outside the job logs
+    assert "evaluate lenet i=0 j=1000 seed=0: test accuracy both" in console
+    assert re.search(r"train mlp i=0 j=0 seeds=\[0\]: loss \d\.\d{4}, train acc", console)
     df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
     key = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
     assert len(df) == 2 * 4 * 2 * 3 and not df.duplicated(key).any()
@@ -148,13 +151,22 @@ def test_heatmaps_and_report(run):
     for fig in FIGURES:
         assert f"{fig}_lenet.png" in html
     assert "channel 2 zeroed" in html and "atan2" in html and "activation-pattern" in html
+    assert "config.yaml" in html and "every" in html  # the resolved config and its caption
+    used = yaml.safe_load((workdir / "results/config.yaml").read_text())
+    assert used["nad_pairs"]["n_train"] == 2000 and used["nads"]["step"] == 100.0  # default filled
 
 
 def test_config_changes_replan_only_the_cells_they_touch(run):
     workdir, _ = run
     assert planned(workdir) == {}
     per_cell = ("pair_dataset", "train_pair", "evaluate_pair", "analyze_pair")
-    summary = {"aggregate_pairs": 1, "plot_pair_heatmap": 2, "plot_pair_metrics": 4}
+    # every change: the summary, its figures, and the resolved config of the report
+    summary = {
+        "aggregate_pairs": 1,
+        "plot_pair_heatmap": 2,
+        "plot_pair_metrics": 4,
+        "resolved_config": 1,
+    }
     # a new seed: its 8 cells, then the summary and its figures; no NADs; the cross-section
     # figures show the first seed only and stay
     assert planned(workdir, {"nad_pairs": {"seeds": [0, 1]}}) == {

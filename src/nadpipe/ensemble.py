@@ -23,6 +23,7 @@ from .io import generator, save_torch
 from .train import (
     TrainSettings,
     check_divergence,
+    epoch_bar,
     load_checkpoint,
     log_epoch,
     train_model,
@@ -95,7 +96,8 @@ def train_ensemble(
         histories, diverged, step, done = (
             state[k] for k in ("histories", "diverged", "step", "done")
         )
-    for epoch in range(done, settings.epochs):
+    bar = epoch_bar(done, settings, progress, desc=f"train {m} seeds")
+    for epoch in bar:
         start = time.perf_counter()
         loss_sum = torch.zeros(m, device=device)
         correct = torch.zeros(m, device=device, dtype=torch.long)
@@ -128,7 +130,7 @@ def train_ensemble(
                 continue  # a diverged member's record stops where separate training would
             histories[k].append(row)
             if progress:
-                log_epoch(row, settings, prefix=f"seed {seeds[k]}: ")
+                log_epoch(row, settings, bar, prefix=f"seed {seeds[k]}: ")
             diverged[k] = check_divergence(histories[k], settings, prefix=f"seed {seeds[k]}: ")
         if all(diverged):
             break

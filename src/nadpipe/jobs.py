@@ -34,7 +34,7 @@ from .nads import NadSettings, compute_nads
 from .train import TrainSettings, diverged_epoch, init_seed, train_model
 
 
-def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> None:
+def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> str:
     """Compute and store one architecture's NADs (networks with 1 input channel, 1 logit)."""
     device = pick_device()
     s = NadSettings(**settings)
@@ -44,6 +44,7 @@ def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> None:
     save_torch(art, output)
     top = ", ".join(f"{v:.3g}" for v in art["eigenvalues"][:5].tolist())
     print(f"done in {art['seconds']:.1f}s; top eigenvalues {top}", flush=True)
+    return f"NADs of {model}: {s.n_networks} networks, {s.estimator}, {art['seconds']:.1f}s"
 
 
 def check_nads(art: dict, path: str, expected: dict) -> None:
@@ -75,7 +76,7 @@ def pair_dataset_job(
     seed: int,
     data: dict,
     nad_params: dict,
-) -> None:
+) -> str:
     """Write the spec of cell (arch, i, j, seed): v1 = NAD i, v2 = NAD j of `nad_source`."""
     art = load_torch(nads)
     check_nads(art, nads, nad_params)
@@ -95,6 +96,7 @@ def pair_dataset_job(
     }
     digest = write_pair_spec(spec, output, meta)
     print(f"cell {meta} -> sha256 {digest[:16]}", flush=True)
+    return f"dataset {arch} i={i} j={j} seed={seed}: sha256 {digest[:12]}"
 
 
 def train_pair_job(
@@ -104,7 +106,7 @@ def train_pair_job(
     model: str,
     kwargs: dict,
     train: dict,
-) -> None:
+) -> str:
     """Train the models of a NAD-pair cell, one per dataset (seed); several seeds train together
     as one batched ensemble. Saves each model's weights and per-epoch history."""
     device = pick_device()
@@ -152,6 +154,13 @@ def train_pair_job(
         )
     for leftover in glob.glob(glob.escape(ckpt) + "*"):  # the outputs are complete
         os.remove(leftover)
+    losses = " ".join(f"{h[-1]['loss']:.4f}" for h in histories)
+    accs = " ".join(f"{h[-1]['train_accuracy']:.3f}" for h in histories)
+    div = sum(diverged_epoch(h) is not None for h in histories)
+    return (
+        f"train {key[0]} i={key[1]} j={key[2]} seeds={[m['seed'] for m in metas]}: loss {losses}, "
+        f"train acc {accs}, {seconds:.1f}s/model on {device}" + (f", {div} DIVERGED" if div else "")
+    )
 
 
 def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
@@ -168,7 +177,7 @@ def _cell_key(stored: dict) -> dict:
 
 def evaluate_pair_job(
     dataset: str, weights: str, metrics: str, output: str, batch_size: int
-) -> None:
+) -> str:
     """Evaluate one trained model in and out of distribution; write its rows as parquet."""
     device = pick_device()
     splits, stored = load_pair_data(dataset)
@@ -192,11 +201,17 @@ def evaluate_pair_job(
     df = pd.DataFrame([{**_cell_key(stored), **r, **settings} for r in rows])
     atomic_write(output, partial(df.to_parquet, index=False))
     print(df[["split", "condition", "accuracy", "loss"]].to_string(index=False))
+    test = df[df["split"] == "test"].set_index("condition")["accuracy"]
+    m = stored["meta"]
+    return (
+        f"evaluate {m['arch']} i={m['nad_i']} j={m['nad_j']} seed={m['seed']}: test accuracy "
+        f"both {test['both']:.3f}, ch1 only {test['ch1_only']:.3f}, ch2 only {test['ch2_only']:.3f}"
+    )
 
 
 def analyze_pair_job(
     dataset: str, weights: str, metrics: str, table: str, sections: str, settings: dict
-) -> None:
+) -> str:
     """Geometry and complexity of one trained model: one parquet row and its cross-sections."""
     device = pick_device()
     splits, stored = load_pair_data(dataset)
@@ -247,6 +262,12 @@ def analyze_pair_job(
     atomic_write(sections, write_sections)
     atomic_write(table, partial(pd.DataFrame([row]).to_parquet, index=False))
     print("\n".join(f"{k}: {v}" for k, v in row.items()))
+    return (
+        f"analyze {meta['arch']} i={meta['nad_i']} j={meta['nad_j']} seed={meta['seed']}: "
+        f"reliance {row['reliance_deg']:.0f} deg, Jacobian norm {row['jacobian_norm_test']:.3g}, "
+        f"transitions {row['transitions_same_class']:.0f}/{row['transitions_diff_class']:.0f}/"
+        f"{row['transitions_random']:.0f}"
+    )
 
 
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
@@ -257,7 +278,7 @@ MODEL_KEY = ["study", "arch", "nad_i", "nad_j", "seed"]
 
 def aggregate_job(
     evaluations: Sequence[str], analyses: Sequence[str], output: str, runs: str
-) -> None:
+) -> str:
     """Concatenate per-cell result rows, add each model's analysis columns, sort by key; the
     models' timings go to `runs`, one row per model."""
     df = pd.concat([load_parquet(p) for p in evaluations], ignore_index=True)
@@ -271,4 +292,4 @@ def aggregate_job(
     df = df.drop(columns=timing).reset_index(drop=True)
     atomic_write(output, partial(df.to_parquet, index=False))
     atomic_write(runs, partial(per_model.to_parquet, index=False))
-    print(f"{len(df)} rows from {len(evaluations)} cells -> {output}; timings -> {runs}")
+    return f"{len(df)} rows from {len(evaluations)} cells -> {output}; timings -> {runs}"

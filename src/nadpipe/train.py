@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm import tqdm
 
 from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 
@@ -60,12 +62,25 @@ def triangular_lr(step: int, total_steps: int, lr_max: float) -> float:
     return lr_max * (2 * t if t <= 0.5 else 2 * (1 - t))
 
 
-def log_epoch(row: dict, settings: TrainSettings, prefix: str = "") -> None:
-    print(
+def epoch_bar(done: int, settings: TrainSettings, progress: bool, desc: str = "train") -> tqdm:
+    """A tqdm bar over the remaining epochs (it starts at `done` after a resume)."""
+    epochs = range(done, settings.epochs)
+    return tqdm(epochs, desc, settings.epochs, initial=done, disable=not progress, file=sys.stderr)
+
+
+def log_epoch(
+    row: dict, settings: TrainSettings, bar: tqdm | None = None, prefix: str = ""
+) -> None:
+    """One plain line per epoch (readable in a log file), and the bar's loss and accuracy."""
+    tqdm.write(
         f"{prefix}epoch {row['epoch']}/{settings.epochs} loss {row['loss']:.4f} "
         f"acc {row['train_accuracy']:.4f} lr {row['lr_end']:.4f} ({row['seconds']:.2f}s)",
-        flush=True,
+        file=sys.stderr,
     )
+    if bar is not None:
+        bar.set_postfix(
+            loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}", refresh=False
+        )
 
 
 def load_checkpoint(path: str | None, settings: TrainSettings, seed: object) -> dict | None:
@@ -122,7 +137,8 @@ def train_model(
         order.set_state(state["order"])
         torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
         history, step = state["history"], state["step"]
-    for epoch in range(len(history), settings.epochs):
+    bar = epoch_bar(len(history), settings, progress)
+    for epoch in bar:
         start = time.perf_counter()
         net.train()
         loss_sum = torch.zeros((), device=x.device)
@@ -152,7 +168,7 @@ def train_model(
         }
         history.append(row)
         if progress:
-            log_epoch(row, settings)
+            log_epoch(row, settings, bar)
         if check_divergence(history, settings):  # once per epoch: no sync inside the steps
             break
         if checkpoint:

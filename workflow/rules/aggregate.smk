@@ -9,3 +9,18 @@ rule aggregate_pairs:
         "logs/nad_pairs/aggregate.log",
     script:
         "../scripts/aggregate.py"
+
+
+rule resolved_config:
+    output:
+        report(
+            "results/config.yaml",
+            caption="../report/config.rst",
+            category="Configuration",
+        ),
+    log:
+        "logs/config.log",
+    params:
+        config=CFG,
+    script:
+        "../scripts/resolved_config.py"

@@ -18,7 +18,8 @@ wildcard_constraints:
 def final_outputs():
     if not CFG["nad_pairs"]["enabled"]:
         return []
-    return [f"{PAIR}/summary.parquet", f"{PAIR}/runs.parquet"] + expand(
+    tables = [f"{PAIR}/summary.parquet", f"{PAIR}/runs.parquet", "results/config.yaml"]
+    return tables + expand(
         f"{PAIR}/plots/{{fig}}_{{arch}}.png",
         fig=["heatmap", "reliance", "complexity", "cross_sections"],
         arch=CFG["nad_pairs"]["architectures"],

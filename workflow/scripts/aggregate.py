@@ -5,6 +5,7 @@ from nadpipe.jobs import aggregate_job
 
 sm = snakemake
 with job_log(sm.log[0]):
-    aggregate_job(
+    summary = aggregate_job(
         list(sm.input.evaluations), list(sm.input.analyses), sm.output.summary, sm.output.runs
     )
+print(summary)

@@ -5,7 +5,7 @@ from nadpipe.jobs import analyze_pair_job
 
 sm = snakemake
 with job_log(sm.log[0], sm.threads):
-    analyze_pair_job(
+    summary = analyze_pair_job(
         sm.input.dataset,
         sm.input.model,
         sm.input.metrics,
@@ -13,3 +13,4 @@ with job_log(sm.log[0], sm.threads):
         sm.output.sections,
         sm.params.settings,
     )
+print(summary)

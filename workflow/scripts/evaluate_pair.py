@@ -5,6 +5,7 @@ from nadpipe.jobs import evaluate_pair_job
 
 sm = snakemake
 with job_log(sm.log[0], sm.threads):
-    evaluate_pair_job(
+    summary = evaluate_pair_job(
         sm.input.dataset, sm.input.model, sm.input.metrics, sm.output[0], sm.params.batch_size
     )
+print(summary)

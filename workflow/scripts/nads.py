@@ -4,4 +4,5 @@ from nadpipe.io import job_log
 from nadpipe.jobs import nads_job
 
 with job_log(snakemake.log[0], snakemake.threads):
-    nads_job(snakemake.output[0], **snakemake.params.job)
+    summary = nads_job(snakemake.output[0], **snakemake.params.job)
+print(summary)

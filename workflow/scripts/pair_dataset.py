@@ -5,7 +5,7 @@ from nadpipe.jobs import pair_dataset_job
 
 sm = snakemake
 with job_log(sm.log[0], sm.threads):
-    pair_dataset_job(
+    summary = pair_dataset_job(
         sm.input.nads,
         sm.output[0],
         arch=sm.wildcards.arch,
@@ -16,3 +16,4 @@ with job_log(sm.log[0], sm.threads):
         data=sm.params.data,
         nad_params=sm.params.nad_params,
     )
+print(summary)

@@ -5,10 +5,11 @@ from nadpipe.jobs import train_pair_job
 
 sm = snakemake
 with job_log(sm.log[0], sm.threads):
-    train_pair_job(
+    summary = train_pair_job(
         list(sm.input.datasets),
         list(sm.output.models),
         list(sm.output.metrics),
         train=sm.params.train,
         **sm.params.spec,
     )
+print(summary)
