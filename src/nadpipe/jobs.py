@@ -112,9 +112,8 @@ def train_pair_job(
     device = pick_device()
     loaded = [load_pair_data(d) for d in datasets]
     metas = [stored["meta"] for _, stored in loaded]
-    xs = torch.stack([splits["train"][0] for splits, _ in loaded]).to(
-        device
-    )  # (seeds, n, 2, 32, 32)
+    # (seeds, n, 2, 32, 32) and (seeds, n)
+    xs = torch.stack([splits["train"][0] for splits, _ in loaded]).to(device)
     ys = torch.stack([splits["train"][1] for splits, _ in loaded]).to(device)
     settings = TrainSettings(**train)
     nets, order_seeds = [], []
@@ -123,8 +122,8 @@ def train_pair_job(
         init_seed(meta["seed"], *key)
         nets.append(build_model(model, xs.shape[2], 2, kwargs).to(device))
         order_seeds.append(derive_seed("order", meta["seed"], *key))
-    print(f"train {[m['arch'] for m in metas][0]} i={key[1]} j={key[2]} seeds="
-          f"{[m['seed'] for m in metas]} on {device}: {settings}", flush=True)  # fmt: skip
+    seeds = [m["seed"] for m in metas]
+    print(f"train {key[0]} i={key[1]} j={key[2]} seeds={seeds} on {device}: {settings}", flush=True)
     # not a declared output: Snakemake keeps it when it cleans up after a killed job
     ckpt = f"{model_outs[0]}.ckpt"
     start = time.perf_counter()
@@ -133,9 +132,9 @@ def train_pair_job(
     else:
         histories = train_ensemble(nets, xs, ys, settings, order_seeds, checkpoint=ckpt)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
-    for net, history, weights, metrics in zip(
-        nets, histories, model_outs, metrics_outs, strict=True
-    ):
+    diverged_at = [diverged_epoch(h) for h in histories]
+    outputs = zip(nets, histories, diverged_at, model_outs, metrics_outs, strict=True)
+    for net, history, diverged_at_epoch, weights, metrics in outputs:
         save_torch(net.state_dict(), weights)
         save_json(
             {
@@ -143,8 +142,8 @@ def train_pair_job(
                 "model": model,
                 "kwargs": kwargs,
                 "history": history,
-                "diverged": diverged_epoch(history) is not None,
-                "diverged_epoch": diverged_epoch(history),
+                "diverged": diverged_at_epoch is not None,
+                "diverged_epoch": diverged_at_epoch,
                 "train_seconds": seconds,
                 "trained_with_seeds": len(nets),
                 "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
@@ -156,9 +155,9 @@ def train_pair_job(
         os.remove(leftover)
     losses = " ".join(f"{h[-1]['loss']:.4f}" for h in histories)
     accs = " ".join(f"{h[-1]['train_accuracy']:.3f}" for h in histories)
-    div = sum(diverged_epoch(h) is not None for h in histories)
+    div = sum(e is not None for e in diverged_at)
     return (
-        f"train {key[0]} i={key[1]} j={key[2]} seeds={[m['seed'] for m in metas]}: loss {losses}, "
+        f"train {key[0]} i={key[1]} j={key[2]} seeds={seeds}: loss {losses}, "
         f"train acc {accs}, {seconds:.1f}s/model on {device}" + (f", {div} DIVERGED" if div else "")
     )
 
