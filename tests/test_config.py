@@ -166,6 +166,14 @@ def test_cross_section_figure_shows_the_selected_pairs():
         load(with_change(["analysis", "cross_section", "pairs"], [[0, 0], [10, 11]]))
 
 
+def test_nad_indices_past_the_covariance_rank_are_warned_about():
+    cfg = with_change(["nads", "n_networks"], 300)
+    cfg["nad_pairs"]["indices"] = [0, 10, 299, 1000]
+    (warning,) = [w for w in nc.rank_warnings(load(cfg)) if "lenet" in w]
+    assert "[299, 1000]" in warning and "rank (299)" in warning and "above 1001" in warning
+    assert nc.rank_warnings(load(default_config())) == []  # the default estimate is full rank
+
+
 def test_grid_cells_and_nad_architectures():
     cfg = with_change(["nad_pairs", "seeds"], [0, 1])
     cfg["architectures"]["mlp"]["nads_from"] = "lenet"

@@ -1,8 +1,9 @@
 import matplotlib.image as mpimg
 import pandas as pd
 import pytest
+import torch
 
-from nadpipe.plots import pair_grid, pair_heatmaps
+from nadpipe.plots import nad_figure, pair_grid, pair_heatmaps
 
 
 def _rows():
@@ -39,3 +40,15 @@ def test_heatmap_figure_is_written(tmp_path):
     assert img.shape[1] > 2 * img.shape[0] and img.std() > 0.05  # three panels side by side
     with pytest.raises(ValueError, match="no rows for architecture 'mlp'"):
         pair_heatmaps(_rows(), "mlp", str(out))
+
+
+def test_nad_figure_warns_when_the_halves_disagree(tmp_path):
+    from nadpipe.nads import NadSettings, compute_nads
+
+    art = compute_nads(lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 1)),
+                       NadSettings(n_networks=40), progress=False)  # fmt: skip
+    verdict = nad_figure(art, "logreg", str(tmp_path / "n.png"), min_overlap=0.99)
+    assert verdict.startswith("WARNING: NADs of logreg: split-half top-10 overlap")
+    assert "raise nads.n_networks (now 40)" in verdict
+    assert not nad_figure(art, "logreg", str(tmp_path / "n.png"), 0.0).startswith("WARNING")
+    assert mpimg.imread(tmp_path / "n.png").shape[0] > 600

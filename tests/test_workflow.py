@@ -75,6 +75,9 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     workdir, res = run
     assert "results/nad_pairs/summary.parquet" in res.stdout  # the final message names outputs
     console = res.stdout + res.stderr  # one summary line per job, outside the job logs
+    # 48 networks: the NADs past rank 47 are arbitrary, and the top-10 split-half overlap is low
+    assert "at or past the rank (47) of lenet's NAD covariance" in console
+    assert "WARNING: NADs of lenet: split-half top-10 overlap" in console
     assert "evaluate lenet i=0 j=1000 seed=0: test accuracy both" in console
     assert re.search(r"train mlp i=0 j=0 seeds=\[0\]: loss \d\.\d{4}, train acc", console)
     df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
@@ -150,6 +153,9 @@ def test_heatmaps_and_report(run):
     html = (workdir / "report.html").read_text(errors="replace")
     for fig in FIGURES:
         assert f"{fig}_lenet.png" in html
+    assert "nads_lenet.png" in html
+    img = mpimg.imread(workdir / "results/nads/plots/nads_lenet.png")
+    assert img.shape[0] > 600 and img.std() > 0.05
     assert "channel 2 zeroed" in html and "atan2" in html and "activation-pattern" in html
     assert "config.yaml" in html and "every" in html  # the resolved config and its caption
     used = yaml.safe_load((workdir / "results/config.yaml").read_text())
@@ -201,6 +207,7 @@ def test_config_changes_replan_only_the_cells_they_touch(run):
     # one architecture's NAD settings: its NADs and everything downstream of them only
     assert planned(workdir, {"architectures": {"mlp": {"nads": {"n_networks": 20}}}}) == {
         "nads": 1,
+        "plot_nads": 1,
         **dict.fromkeys(per_cell, 4),
         **summary,
         "plot_cross_sections": 1,

@@ -161,8 +161,18 @@ def nad_source(cfg: dict, arch: str) -> str:
     return arch_entry(cfg, arch)["nads_from"] or arch
 
 
+def _nad_block(cfg: dict, arch: str) -> dict:
+    return {**cfg["nads"], **arch_entry(cfg, arch).get("nads", {})}
+
+
 def nad_settings(cfg: dict, arch: str) -> NadSettings:
-    return NadSettings(**{**cfg["nads"], **arch_entry(cfg, arch).get("nads", {})})
+    """What the NADs of `arch` are computed with (the warning threshold is not part of it)."""
+    fields = NadSettings.__dataclass_fields__
+    return NadSettings(**{k: v for k, v in _nad_block(cfg, arch).items() if k in fields})
+
+
+def nad_min_overlap(cfg: dict, arch: str) -> float:
+    return _nad_block(cfg, arch)["min_overlap_top10"]
 
 
 def train_settings(cfg: dict, study: str, arch: str) -> TrainSettings:
@@ -202,6 +212,26 @@ def section_cells(cfg: dict, arch: str) -> list[Cell]:
         for c in pair_cells(cfg)
         if c.arch == arch and c.seed == first and (keep is None or (c.i, c.j) in keep)
     ]
+
+
+def rank_warnings(cfg: dict) -> list[str]:
+    """Warnings for NAD indices at or past the rank of their covariance estimate: from n
+    sensitivity samples the centred covariance has rank at most n - 1, and the NADs past it
+    span its null space in arbitrary order."""
+    out = []
+    indices = cfg["nad_pairs"]["indices"] if cfg["nad_pairs"]["enabled"] else []
+    for arch in nad_architectures(cfg):
+        s = nad_settings(cfg, arch)
+        rank = min(s.n_networks * s.n_points - 1, 1024)
+        past = [i for i in indices if i >= rank]
+        if past:
+            out.append(
+                f"NAD indices {past} of nad_pairs.indices are at or past the rank ({rank}) of "
+                f"{arch}'s NAD covariance estimate from {s.n_networks} networks x {s.n_points} "
+                f"point(s): those NADs span its null space in arbitrary order. Raise "
+                f"nads.n_networks above {max(past) + 1} for them to be ordered."
+            )
+    return out
 
 
 def nad_architectures(cfg: dict) -> list[str]:

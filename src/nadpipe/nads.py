@@ -116,6 +116,27 @@ def nads_from_sensitivities(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return evals[order], fix_signs(evecs[:, order].T.contiguous())
 
 
+def subspace_overlap(u: torch.Tensor, v: torch.Tensor, k: int) -> float:
+    """||U_k^T V_k||_F^2 / k for the first k rows of `u` and `v` (orthonormal rows): 1 for the
+    same subspace, about k / d for random ones."""
+    return (u[:k].double() @ v[:k].double().T).pow(2).sum().item() / k
+
+
+def split_half(g: torch.Tensor, n_points: int, ks: tuple[int, ...] = (1, 10, 50, 100)) -> dict:
+    """NADs from two halves of the networks: subspace overlaps of their first k NADs, and the
+    largest difference of their first 10 eigenvalues relative to the top one (near-zero
+    eigenvalues make ratios of their own meaningless)."""
+    per_net = g.reshape(-1, n_points, g.shape[1])  # (n_networks, n_points, d)
+    halves = [per_net[h::2].reshape(-1, g.shape[1]) for h in (0, 1)]
+    (ea, va), (eb, vb) = (nads_from_sensitivities(h) for h in halves)
+    rel = ((ea[:10] - eb[:10]).abs().max() / ((ea[0] + eb[0]) / 2)).item()
+    return {
+        "overlap": {k: subspace_overlap(va, vb, k) for k in ks if k <= g.shape[1]},
+        "eigenvalue_rel_diff_top10": rel,
+        "halves": [len(per_net[0::2]), len(per_net[1::2])],
+    }
+
+
 def compute_nads(
     build: Callable[[], nn.Module],
     settings: NadSettings,
@@ -129,6 +150,7 @@ def compute_nads(
     return {
         "vectors": vecs.float(),
         "eigenvalues": evals,
+        "split_half": split_half(g, settings.n_points),
         "settings": asdict(settings),
         "seconds": time.perf_counter() - start,
         "device": str(device),

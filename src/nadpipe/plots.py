@@ -182,3 +182,56 @@ FIGURES = {
         },
     },
 }
+
+
+def nad_figure(art: dict, arch: str, output: str, min_overlap: float) -> str:
+    """The first 16 NADs, their centred Fourier power, the eigenvalue spectrum and the
+    split-half overlaps; returns a one-line verdict on convergence."""
+    vecs = art["vectors"][:16].reshape(16, 32, 32).numpy()
+    power = np.abs(np.fft.fftshift(np.fft.fft2(vecs), axes=(1, 2))) ** 2
+    fig = plt.figure(figsize=(16, 10), constrained_layout=True)
+    grid = fig.add_gridspec(5, 8, height_ratios=[1, 1, 1, 1, 1.6])
+    for k in range(16):
+        r, c = 2 * (k // 8), k % 8
+        ax = fig.add_subplot(grid[r, c])
+        lim = np.abs(vecs[k]).max()
+        ax.imshow(vecs[k], cmap="BrBG", vmin=-lim, vmax=lim)
+        ax.set_title(f"NAD {k}", fontsize=9)
+        ax.axis("off")
+        ax = fig.add_subplot(grid[r + 1, c])
+        ax.imshow(power[k], cmap="magma")
+        ax.set_title("|FFT|^2", fontsize=8)
+        ax.axis("off")
+    ax = fig.add_subplot(grid[4, :])
+    ax.semilogy(art["eigenvalues"].numpy())
+    rank = min(
+        len(art["eigenvalues"]), art["settings"]["n_networks"] * art["settings"]["n_points"] - 1
+    )
+    if rank < len(art["eigenvalues"]):
+        ax.axvline(rank, color="red", linestyle="--")
+        ax.text(rank, ax.get_ylim()[1], f" rank {rank}: NADs past it are arbitrary", color="red",
+                va="top", fontsize=9)  # fmt: skip
+    ax.set_xlabel("NAD index")
+    ax.set_ylabel("eigenvalue")
+    sh = art["split_half"]
+    overlaps = ", ".join(f"k={k}: {v:.2f}" for k, v in sh["overlap"].items())
+    s = art["settings"]
+    ax.set_title(
+        f"spectrum; split-half overlap ({sh['halves'][0]} vs {sh['halves'][1]} nets) {overlaps}; "
+        f"top-10 eigenvalues differ by up to {100 * sh['eigenvalue_rel_diff_top10']:.0f} % "
+        "of the top one",
+        fontsize=9,
+    )
+    fig.suptitle(
+        f"{arch}: NADs ({s['estimator']}, step {s['step']}, {s['n_networks']} networks, "
+        f"{s['n_points']} point(s))"
+    )
+    _save(fig, output)
+    top10 = sh["overlap"].get(10, float("nan"))
+    verdict = f"NADs of {arch}: split-half top-10 overlap {top10:.2f}"
+    if top10 < min_overlap:
+        verdict = (
+            f"WARNING: {verdict} < nads.min_overlap_top10 = {min_overlap}: not converged, "
+            f"raise nads.n_networks (now {s['n_networks']})"
+        )
+    return verdict

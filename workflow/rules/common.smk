@@ -1,8 +1,12 @@
 # Shared by all stages: the validated config, wildcard constraints and input functions.
 # The grid logic lives in nadpipe.config, where the tests can import it.
+from snakemake.logging import logger
+
 from nadpipe import config as nc
 
 CFG = nc.load_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+for message in nc.rank_warnings(CFG):
+    logger.warning(f"WARNING: {message}")
 PAIR = "results/nad_pairs"
 CELL = "{arch}/i{i}_j{j}_s{seed}"
 CELL_SEEDS = "{arch}/i{i}_j{j}_seeds"
@@ -19,10 +23,17 @@ def final_outputs():
     if not CFG["nad_pairs"]["enabled"]:
         return []
     tables = [f"{PAIR}/summary.parquet", f"{PAIR}/runs.parquet", "results/config.yaml"]
-    return tables + expand(
-        f"{PAIR}/plots/{{fig}}_{{arch}}.png",
-        fig=["heatmap", "reliance", "complexity", "cross_sections"],
-        arch=CFG["nad_pairs"]["architectures"],
+    nad_figures = expand(
+        "results/nads/plots/nads_{arch}.png", arch=nc.nad_architectures(CFG)
+    )
+    return (
+        tables
+        + nad_figures
+        + expand(
+            f"{PAIR}/plots/{{fig}}_{{arch}}.png",
+            fig=["heatmap", "reliance", "complexity", "cross_sections"],
+            arch=CFG["nad_pairs"]["architectures"],
+        )
     )
 
 

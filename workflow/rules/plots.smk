@@ -47,3 +47,21 @@ rule plot_cross_sections:
         "logs/nad_pairs/plots/cross_sections_{arch}.log",
     script:
         "../scripts/plot_cross_sections.py"
+
+
+rule plot_nads:
+    input:
+        "results/nads/{arch}.pt",
+    output:
+        report(
+            "results/nads/plots/nads_{arch}.png",
+            caption="../report/nads.rst",
+            category="NADs",
+            labels={"architecture": "{arch}"},
+        ),
+    log:
+        "logs/nads/plots/nads_{arch}.log",
+    params:
+        min_overlap=lambda w: nc.nad_min_overlap(CFG, w.arch),
+    script:
+        "../scripts/plot_nads.py"
