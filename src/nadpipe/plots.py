@@ -232,6 +232,7 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float) -> str:
     if top10 < min_overlap:
         verdict = (
             f"WARNING: {verdict} < nads.min_overlap_top10 = {min_overlap}: not converged, "
-            f"raise nads.n_networks (now {s['n_networks']})"
+            f"raise nads.n_networks (now {s['n_networks']}), unless the architecture is nearly "
+            "isotropic (a flat spectrum, as an MLP's): then no order of its NADs exists to find"
         )
     return verdict
