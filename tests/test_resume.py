@@ -58,8 +58,7 @@ def _start(args):
 def _epochs_done(ckpt):
     if not os.path.exists(ckpt):
         return 0
-    state = load_torch(ckpt)
-    return state["done"] if "done" in state else len(state["history"])
+    return load_torch(ckpt)["done"]
 
 
 @pytest.mark.parametrize(("model", "seeds"), [("lenet", [0]), ("mlp", [0, 1])])

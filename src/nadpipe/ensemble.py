@@ -24,8 +24,11 @@ from .train import (
     TrainSettings,
     check_divergence,
     epoch_bar,
+    epoch_record,
     load_checkpoint,
     log_epoch,
+    set_lr,
+    total_steps,
     train_model,
     triangular_lr,
 )
@@ -77,7 +80,7 @@ def train_ensemble(
         params.values(), lr=0.0, momentum=settings.momentum, weight_decay=settings.weight_decay
     )
     orders = [generator("batch-order", s) for s in seeds]
-    total = settings.epochs * -(-n // settings.batch_size)
+    total = total_steps(n, settings)
     rows_of = torch.arange(m, device=device)[:, None]
     histories: list[list[dict]] = [[] for _ in range(m)]
     diverged = [False] * m
@@ -104,8 +107,7 @@ def train_ensemble(
         perms = torch.stack([torch.randperm(n, generator=g) for g in orders]).to(device)
         for idx in perms.split(settings.batch_size, dim=1):  # (members, batch)
             lr = triangular_lr(step, total, settings.lr_max)
-            for group in opt.param_groups:
-                group["lr"] = lr
+            set_lr(opt, lr)
             yb = ys[rows_of, idx]
             loss, out = batched(params, buffers, xs[rows_of, idx], yb)  # (m,), (m, batch, k)
             grads = torch.autograd.grad(loss.sum(), list(params.values()))
@@ -117,17 +119,10 @@ def train_ensemble(
             loss_sum += loss.detach() * idx.shape[1]
             correct += (out.detach().argmax(-1) == yb).sum(1)
             step += 1
-        seconds = time.perf_counter() - start
         for k in range(m):
-            row = {
-                "epoch": epoch + 1,
-                "loss": loss_sum[k].item() / n,
-                "train_accuracy": correct[k].item() / n,
-                "lr_end": lr,
-                "seconds": seconds,
-            }
             if diverged[k]:
                 continue  # a diverged member's record stops where separate training would
+            row = epoch_record(epoch, loss_sum[k].item(), correct[k].item(), n, lr, start)
             histories[k].append(row)
             if progress:
                 log_epoch(row, settings, bar, prefix=f"seed {seeds[k]}: ")

@@ -237,7 +237,8 @@ def analyze_pair_job(
         geo.transition_counts(net, x_test, y_test, tr["n_trajectories"], tr["n_points"], gen)
     )
     if run["diverged"]:  # NaN weights: margins and transition counts would read as numbers
-        row.update({k: float("nan") for k in row if k not in _cell_key(stored)})
+        key = _cell_key(stored)
+        row.update({k: float("nan") for k in row if k not in key})
     row["analysis_seconds"] = time.perf_counter() - start
     cs = s["cross_section"]
     grid = torch.linspace(-cs["range"], cs["range"], cs["resolution"])
@@ -254,8 +255,8 @@ def analyze_pair_job(
                 a=grid.numpy(),  # coordinates along v1 in units of eps1
                 b=grid.numpy(),  # coordinates along v2 in units of eps2
                 labels=y_test[: cs["n_points"]].cpu().numpy(),
-                nad_i=stored["meta"]["nad_i"],
-                nad_j=stored["meta"]["nad_j"],
+                nad_i=meta["nad_i"],
+                nad_j=meta["nad_j"],
             )
 
     atomic_write(sections, write_sections)

@@ -62,6 +62,29 @@ def triangular_lr(step: int, total_steps: int, lr_max: float) -> float:
     return lr_max * (2 * t if t <= 0.5 else 2 * (1 - t))
 
 
+def total_steps(n: int, settings: TrainSettings) -> int:
+    """Optimizer steps of a whole training on `n` samples."""
+    return settings.epochs * -(-n // settings.batch_size)
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def epoch_record(
+    epoch: int, loss_sum: float, correct: int, n: int, lr: float, start: float
+) -> dict:
+    """The per-epoch history row: 1-based epoch, mean loss, train accuracy, last lr, seconds."""
+    return {
+        "epoch": epoch + 1,
+        "loss": loss_sum / n,
+        "train_accuracy": correct / n,
+        "lr_end": lr,
+        "seconds": time.perf_counter() - start,
+    }
+
+
 def epoch_bar(done: int, settings: TrainSettings, progress: bool, desc: str = "train") -> tqdm:
     """A tqdm bar over the remaining epochs (it starts at `done` after a resume)."""
     epochs = range(done, settings.epochs)
@@ -95,8 +118,7 @@ def load_checkpoint(path: str | None, settings: TrainSettings, seed: object) -> 
     if state.get("settings") != asdict(settings) or state.get("seed") != seed:
         print(f"ignoring checkpoint {path}: written for other settings or seeds", flush=True)
         return None
-    done = state.get("done", len(state.get("history", [])))  # ensembles store "done"
-    print(f"resuming from {path} after epoch {done}", flush=True)
+    print(f"resuming from {path} after epoch {state['done']}", flush=True)
     return state
 
 
@@ -122,8 +144,7 @@ def train_model(
     model = torch.compile(net) if settings.compile else net
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda and settings.bf16)
     n = len(x)
-    steps_per_epoch = -(-n // settings.batch_size)
-    total = settings.epochs * steps_per_epoch
+    total = total_steps(n, settings)
     opt = torch.optim.SGD(
         net.parameters(), lr=0.0, momentum=settings.momentum, weight_decay=settings.weight_decay
     )
@@ -145,8 +166,7 @@ def train_model(
         correct = torch.zeros((), device=x.device, dtype=torch.long)
         for idx in torch.randperm(n, generator=order).to(x.device).split(settings.batch_size):
             lr = triangular_lr(step, total, settings.lr_max)
-            for group in opt.param_groups:
-                group["lr"] = lr
+            set_lr(opt, lr)
             with autocast:
                 out = model(x[idx])
                 loss = F.cross_entropy(out, y[idx])
@@ -159,13 +179,7 @@ def train_model(
             loss_sum += loss.detach() * len(idx)
             correct += (out.detach().argmax(1) == y[idx]).sum()
             step += 1
-        row = {
-            "epoch": epoch + 1,
-            "loss": loss_sum.item() / n,
-            "train_accuracy": correct.item() / n,
-            "lr_end": lr,
-            "seconds": time.perf_counter() - start,
-        }
+        row = epoch_record(epoch, loss_sum.item(), correct.item(), n, lr, start)
         history.append(row)
         if progress:
             log_epoch(row, settings, bar)
@@ -180,6 +194,7 @@ def train_model(
                     "torch_rng": torch.get_rng_state(),
                     "history": history,
                     "step": step,
+                    "done": epoch + 1,
                     "settings": asdict(settings),
                     "seed": seed,
                 },
