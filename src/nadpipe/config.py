@@ -17,11 +17,14 @@ from typing import Any, NamedTuple
 import jsonschema
 import yaml
 
+from . import cifar
 from .models import REGISTRY, ModelError, build_model, check_output_shape
 from .nads import NadSettings
 from .train import TrainSettings
 
-STUDIES = ("nad_pairs",)
+STUDIES = ("nad_pairs", *cifar.STUDIES)
+# (input channels, classes) of each study's models; NADs use single-logit 1-channel networks
+SHAPES = {"nads": (1, 1), "nad_pairs": (2, 2), **cifar.SHAPES}
 
 
 class ConfigError(ValueError):
@@ -32,6 +35,13 @@ class Cell(NamedTuple):
     arch: str
     i: int
     j: int
+    seed: int
+
+
+class CifarCell(NamedTuple):
+    study: str
+    arch: str
+    variant: str  # cifar_nad "k<NAD>", poison "i<NAD>", flip "original" | "flipped"
     seed: int
 
 
@@ -100,13 +110,12 @@ def _check_arch(cfg: dict, arch: str, where: str) -> None:
         )
 
 
-def _check_model(cfg: dict, arch: str) -> None:
+def _check_model(cfg: dict, arch: str, shapes: set[tuple[int, int]]) -> None:
     entry = arch_entry(cfg, arch)
     try:
-        net = build_model(entry["model"], 1, 1, entry["kwargs"])
-        check_output_shape(net, entry["model"], 1, 1)
-        net = build_model(entry["model"], 2, 2, entry["kwargs"])
-        check_output_shape(net, entry["model"], 2, 2)
+        for in_channels, num_classes in sorted(shapes):
+            net = build_model(entry["model"], in_channels, num_classes, entry["kwargs"])
+            check_output_shape(net, entry["model"], in_channels, num_classes)
     except ModelError as e:
         raise ConfigError(f"config key 'architectures.{arch}.model': {e}") from e
     except TypeError as e:
@@ -115,7 +124,8 @@ def _check_model(cfg: dict, arch: str) -> None:
 
 def check(cfg: dict) -> None:
     """Checks the schema cannot express; raise `ConfigError` naming the key."""
-    used = set()
+    used: set[str] = set()
+    shapes: dict[str, set[tuple[int, int]]] = {}
     for study in STUDIES:
         s = cfg[study]
         if not s["enabled"]:
@@ -123,6 +133,7 @@ def check(cfg: dict) -> None:
         for arch in s["architectures"]:
             _check_arch(cfg, arch, f"{study}.architectures")
             used.add(arch)
+            shapes.setdefault(arch, set()).add(SHAPES[study])
         for arch in s.get("train_per_arch", {}):
             _check_arch(cfg, arch, f"{study}.train_per_arch")
     for arch in sorted(used):
@@ -135,6 +146,14 @@ def check(cfg: dict) -> None:
                     f"another architecture itself; point to the source directly"
                 )
             used.add(src)
+    for arch in used:
+        shapes.setdefault(nad_source(cfg, arch), set()).add(SHAPES["nads"])
+    if any(cfg[study]["enabled"] for study in cifar.STUDIES):
+        c = cfg["cifar10"]
+        if not c["download"] and cifar.missing_files(c["root"]):
+            raise ConfigError(cifar.missing_message(c["root"]))
+        if len(c["mean"]) != len(c["std"]):
+            raise ConfigError("config keys 'cifar10.mean' and 'cifar10.std' differ in length")
     pairs = cfg["analysis"]["cross_section"]["pairs"]
     indices = set(cfg["nad_pairs"]["indices"])
     for k, (i, j) in enumerate(pairs or []):
@@ -143,10 +162,10 @@ def check(cfg: dict) -> None:
                 f"config key 'analysis.cross_section.pairs.{k}': ({i}, {j}) is not a pair of "
                 f"nad_pairs.indices {sorted(indices)}"
             )
-    for arch in sorted(used):
+    for arch in sorted(shapes):
         entry = arch_entry(cfg, arch)
         if entry["model"] not in REGISTRY or entry["kwargs"]:
-            _check_model(cfg, arch)
+            _check_model(cfg, arch, shapes[arch])
 
 
 def load_config(config: dict, schema_path: str | Path) -> dict:
@@ -214,19 +233,33 @@ def section_cells(cfg: dict, arch: str) -> list[Cell]:
     ]
 
 
+def _study_indices(cfg: dict) -> dict[str, dict[str, set[int]]]:
+    """Per NAD architecture, the NAD indices the enabled studies use, by study key."""
+    out: dict[str, dict[str, set[int]]] = {}
+    for study, extra in (("nad_pairs", 0), ("cifar_nad", 0), ("poison", 1)):
+        s = cfg[study]
+        if not s["enabled"]:
+            continue
+        for arch in s["architectures"]:
+            used = out.setdefault(nad_source(cfg, arch), {}).setdefault(f"{study}.indices", set())
+            used.update(k + d for k in s["indices"] for d in range(extra + 1))
+    return out
+
+
 def rank_warnings(cfg: dict) -> list[str]:
     """Warnings for NAD indices at or past the rank of their covariance estimate: from n
     sensitivity samples the centred covariance has rank at most n - 1, and the NADs past it
     span its null space in arbitrary order."""
     out = []
-    indices = cfg["nad_pairs"]["indices"] if cfg["nad_pairs"]["enabled"] else []
-    for arch in nad_architectures(cfg):
+    for arch, by_key in sorted(_study_indices(cfg).items()):
         s = nad_settings(cfg, arch)
         rank = min(s.n_networks * s.n_points - 1, 1024)
-        past = [i for i in indices if i >= rank]
-        if past:
+        for key, indices in sorted(by_key.items()):
+            past = sorted(i for i in indices if i >= rank)
+            if not past:
+                continue
             out.append(
-                f"NAD indices {past} of nad_pairs.indices are at or past the rank ({rank}) of "
+                f"NAD indices {past} of {key} are at or past the rank ({rank}) of "
                 f"{arch}'s NAD covariance estimate from {s.n_networks} networks x {s.n_points} "
                 f"point(s): those NADs span its null space in arbitrary order. Raise "
                 f"nads.n_networks above {max(past) + 1} for them to be ordered."
@@ -236,7 +269,55 @@ def rank_warnings(cfg: dict) -> list[str]:
 
 def nad_architectures(cfg: dict) -> list[str]:
     """Architectures whose NADs some enabled study needs."""
-    return sorted({nad_source(cfg, c.arch) for c in pair_cells(cfg)})
+    archs = {c.arch for c in pair_cells(cfg)}
+    archs.update(c.arch for study in cifar.STUDIES for c in cifar_cells(cfg, study))
+    return sorted({nad_source(cfg, a) for a in archs})
+
+
+def cifar_cells(cfg: dict, study: str) -> list[CifarCell]:
+    """Every (study, arch, variant, seed) of an enabled CIFAR study, in a fixed order."""
+    s = cfg[study]
+    if not s["enabled"]:
+        return []
+    return [
+        CifarCell(study, a, v, seed)
+        for a, v, seed in product(s["architectures"], cifar.variants(study, s), s["seeds"])
+    ]
+
+
+def cifar_settings(cfg: dict) -> dict:
+    """The `cifar.CifarSettings` fields: what the images are read and prepared with."""
+    c = cfg["cifar10"]
+    normalize = c["normalize"]
+    return {
+        "root": c["root"],
+        "verify_md5": c["verify_md5"],
+        "n_train": c["n_train"],
+        "n_test": c["n_test"],
+        "mean": c["mean"] if normalize else None,
+        "std": c["std"] if normalize else None,
+    }
+
+
+def cifar_data(cfg: dict, study: str, arch: str) -> dict:
+    """A CIFAR study's own data settings for `arch` (cifar_nad: eps, sigma; poison: eps)."""
+    s = cfg[study]
+    if study == "cifar_nad":
+        return {"eps": s["eps"], "sigma": s["sigma_per_arch"].get(arch, s["sigma"])}
+    if study == "poison":
+        return {"eps": s["eps"]}
+    return {}
+
+
+def cifar_job(cfg: dict, study: str, arch: str) -> dict:
+    """Everything a CIFAR study's train job of `arch` depends on (its Snakemake params)."""
+    return {
+        **model_spec(cfg, arch),
+        "train": train_params(cfg, study, arch),
+        "data": cifar_data(cfg, study, arch),
+        "cifar10": cifar_settings(cfg),
+        "nad_params": nad_params(cfg, nad_source(cfg, arch)),
+    }
 
 
 def train_params(cfg: dict, study: str, arch: str) -> dict:

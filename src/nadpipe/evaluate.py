@@ -1,4 +1,4 @@
-"""Evaluation in and out of distribution: both channels, or one channel zeroed."""
+"""Evaluation in and out of distribution: all channels, or some of them zeroed."""
 
 from __future__ import annotations
 
@@ -40,11 +40,13 @@ def evaluate_conditions(
     net: nn.Module,
     splits: dict[str, tuple[torch.Tensor, torch.Tensor]],
     batch_size: int = 2000,
+    conditions: dict[str, tuple[int, ...]] | None = None,
 ) -> list[dict]:
-    """One row per (split, condition): accuracy and loss with the condition's channels kept."""
+    """One row per (split, condition): accuracy and loss with the condition's channels kept
+    (`conditions`: name -> channels kept; default the NAD-pair study's `CONDITIONS`)."""
     rows = []
     for split, (x, y) in splits.items():
-        for condition, keep in CONDITIONS.items():
+        for condition, keep in (conditions or CONDITIONS).items():
             acc, loss = accuracy_and_loss(net, keep_channels(x, keep), y, batch_size)
             rows.append({"split": split, "condition": condition, "accuracy": acc, "loss": loss})
     return rows

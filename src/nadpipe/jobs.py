@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import cifar
 from . import geometry as geo
-from .data import SIDE, PairSpec, load_pair_data, write_pair_spec
+from .data import SIDE, PairSpec, checksum, load_pair_data, write_pair_spec
 from .ensemble import train_ensemble
 from .evaluate import evaluate_conditions
 from .io import (
@@ -165,7 +166,8 @@ def train_pair_job(
 def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
     """The trained model of a cell, in eval mode on `device`, and its training record."""
     run = load_json(metrics)
-    net = build_model(run["model"], 2, 2, run["kwargs"])
+    shape = run.get("in_channels", 2), run.get("num_classes", 2)
+    net = build_model(run["model"], *shape, run["kwargs"])
     net.load_state_dict(load_torch(weights))
     return net.to(device).eval(), run
 
@@ -277,19 +279,168 @@ MODEL_KEY = ["study", "arch", "nad_i", "nad_j", "seed"]
 
 
 def aggregate_job(
-    evaluations: Sequence[str], analyses: Sequence[str], output: str, runs: str
+    evaluations: Sequence[str],
+    analyses: Sequence[str],
+    output: str,
+    runs: str,
+    key: Sequence[str] = tuple(MODEL_KEY),
 ) -> str:
-    """Concatenate per-cell result rows, add each model's analysis columns, sort by key; the
-    models' timings go to `runs`, one row per model."""
+    """Concatenate per-cell result rows, add each model's analysis columns, sort by the model
+    `key`; the models' timings go to `runs`, one row per model."""
+    key = list(key)
     df = pd.concat([load_parquet(p) for p in evaluations], ignore_index=True)
     if analyses:
         extra = pd.concat([load_parquet(p) for p in analyses], ignore_index=True)
-        extra = extra[MODEL_KEY + [c for c in extra.columns if c not in df.columns]]
-        df = df.merge(extra, on=MODEL_KEY, how="left", validate="many_to_one")
-    df = df.sort_values([*MODEL_KEY[1:], "split", "condition"], kind="stable")
+        extra = extra[key + [c for c in extra.columns if c not in df.columns]]
+        df = df.merge(extra, on=key, how="left", validate="many_to_one")
+    df = df.sort_values([*key[1:], "split", "condition"], kind="stable")
     timing = [c for c in RUN_COLUMNS if c in df]
-    per_model = df[MODEL_KEY + timing].drop_duplicates(MODEL_KEY).reset_index(drop=True)
+    per_model = df[key + timing].drop_duplicates(key).reset_index(drop=True)
     df = df.drop(columns=timing).reset_index(drop=True)
     atomic_write(output, partial(df.to_parquet, index=False))
     atomic_write(runs, partial(per_model.to_parquet, index=False))
     return f"{len(df)} rows from {len(evaluations)} cells -> {output}; timings -> {runs}"
+
+
+# -- the CIFAR-10 studies (cifar_nad, poison, flip) -------------------------------------------
+
+CIFAR_KEY = ["study", "arch", "variant", "seed"]
+
+
+def _cifar_data(
+    nads: str, nad_params: dict, study: str, variant: str, seed: int, data: dict, settings: dict
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    art = load_torch(nads)
+    check_nads(art, nads, nad_params)
+    return cifar.study_data(
+        study, variant, seed, data, cifar.CifarSettings(**settings), art["vectors"]
+    )
+
+
+def train_cifar_job(
+    nads: str,
+    model_out: str,
+    metrics_out: str,
+    study: str,
+    arch: str,
+    variant: str,
+    seed: int,
+    model: str,
+    kwargs: dict,
+    train: dict,
+    data: dict,
+    cifar10: dict,
+    nad_params: dict,
+) -> str:
+    """Train one model of a CIFAR study (`variant`: cifar_nad "k<NAD>", poison "i<NAD>", flip
+    "original" or "flipped") and save its weights and per-epoch history."""
+    device = pick_device()
+    splits = _cifar_data(nads, nad_params, study, variant, seed, data, cifar10)
+    x, y = (t.to(device) for t in splits["train"])
+    in_channels, num_classes = cifar.SHAPES[study]
+    init_seed(seed, study, arch, variant)
+    net = build_model(model, in_channels, num_classes, kwargs).to(device)
+    settings = TrainSettings(**train)
+    print(f"train {study} {arch} {variant} seed={seed} on {device}: {len(x)} images, {settings}")
+    start = time.perf_counter()
+    history = train_model(
+        net,
+        x,
+        y,
+        settings,
+        derive_seed("order", study, seed, arch, variant),
+        checkpoint=f"{model_out}.ckpt",  # kept by Snakemake when a killed job is cleaned up
+    )
+    seconds = time.perf_counter() - start
+    at = diverged_epoch(history)
+    save_torch(net.state_dict(), model_out)
+    save_json(
+        {
+            "train": train,
+            "model": model,
+            "kwargs": kwargs,
+            "in_channels": in_channels,
+            "num_classes": num_classes,
+            "data": data,
+            "data_sha256": checksum(splits),
+            "history": history,
+            "diverged": at is not None,
+            "diverged_epoch": at,
+            "train_seconds": seconds,
+            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+            "host": platform.node(),
+        },
+        metrics_out,
+    )
+    for leftover in glob.glob(glob.escape(f"{model_out}.ckpt") + "*"):
+        os.remove(leftover)
+    last = history[-1]
+    return (
+        f"train {study} {arch} {variant} seed={seed}: loss {last['loss']:.4f}, train acc "
+        f"{last['train_accuracy']:.3f}, {seconds:.1f}s on {device}"
+        + (f", DIVERGED in epoch {at}" if at is not None else "")
+    )
+
+
+def evaluate_cifar_job(
+    nads: str,
+    weights: str,
+    metrics: str,
+    output: str,
+    study: str,
+    arch: str,
+    variant: str,
+    seed: int,
+    data: dict,
+    cifar10: dict,
+    nad_params: dict,
+    batch_size: int,
+    n_points: int,
+) -> str:
+    """Evaluate one trained model of a CIFAR study under the study's conditions; cifar_nad
+    models also get the reliance on v against the CIFAR channels (input gradients)."""
+    device = pick_device()
+    splits = _cifar_data(nads, nad_params, study, variant, seed, data, cifar10)
+    net, run = _load_trained(metrics, weights, device)
+    if checksum(splits) != run["data_sha256"]:
+        raise ArtifactError(
+            f"{metrics}: the data rebuilt for evaluation differ from those the model was trained "
+            f"on (CIFAR-10 files or torch changed?). Retrain with: "
+            f"snakemake --cores all --force {weights}"
+        )
+    on_device = {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}
+    rows = evaluate_conditions(net, on_device, batch_size, cifar.CONDITIONS[study])
+    extra = {}
+    if study == "cifar_nad":
+        v = load_torch(nads)["vectors"][int(variant[1:])].reshape(SIDE, SIDE)
+        u = torch.zeros(4, SIDE, SIDE)
+        u[3] = v
+        x_test = on_device["test"][0][:n_points]
+        extra = {
+            f"v_vs_cifar_{k}": val
+            for k, val in geo.direction_vs_channels(net, x_test, u.to(device), [0, 1, 2]).items()
+        }
+    if run["diverged"]:  # NaN weights: argmax would report a meaningless accuracy
+        rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
+        extra = {k: float("nan") for k in extra}
+    key = {"study": study, "arch": arch, "variant": variant, "seed": seed}
+    settings = {
+        **cifar.variant_columns(study, variant),
+        **{f"data_{k}": v for k, v in data.items()},
+        "n_train": len(splits["train"][0]),
+        "n_test": len(splits["test"][0]),
+        "model": run["model"],
+        **run["train"],
+        "final_train_loss": run["history"][-1]["loss"],
+        "diverged": run["diverged"],
+        "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
+        "train_seconds": run["train_seconds"],
+        "device": run["device"],
+        **extra,
+    }
+    df = pd.DataFrame([{**key, **r, **settings} for r in rows])
+    atomic_write(output, partial(df.to_parquet, index=False))
+    print(df[["split", "condition", "accuracy", "loss"]].to_string(index=False))
+    test = df[df["split"] == "test"].set_index("condition")["accuracy"]
+    accs = ", ".join(f"{c} {a:.3f}" for c, a in test.items())
+    return f"evaluate {study} {arch} {variant} seed={seed}: test accuracy {accs}"

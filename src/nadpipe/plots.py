@@ -236,3 +236,74 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float) -> str:
             "isotropic (a flat spectrum, as an MLP's): then no order of its NADs exists to find"
         )
     return verdict
+
+
+# -- the CIFAR-10 studies -------------------------------------------------------------------
+
+CIFAR_LINES = {
+    "all": "all 4 channels",
+    "cifar_only": "CIFAR only (synthetic zeroed)",
+    "synthetic_only": "synthetic only (CIFAR zeroed)",
+}
+
+
+def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: float = 1) -> None:
+    """Mean over seeds as a line with markers, min..max over seeds as a band."""
+    stats = sel.groupby(x)[y].agg(["mean", "min", "max"]).sort_index() * scale
+    line = ax.plot(stats.index, stats["mean"], marker="o", label=label)[0]
+    ax.fill_between(stats.index, stats["min"], stats["max"], alpha=0.2, color=line.get_color())
+
+
+def _nad_axis(ax, values: pd.Series) -> None:
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xticks(sorted(values.unique()))
+    ax.set_xticklabels([str(v) for v in sorted(values.unique())])
+
+
+def cifar_figure(df: pd.DataFrame, study: str, arch: str, output: str) -> None:
+    """One architecture's figure of a CIFAR study: lines over the NAD index (cifar_nad,
+    poison) or original against flipped (flip); mean over seeds, band = min..max."""
+    df = _rows_of(df, arch)
+    seeds = df["seed"].nunique()
+    test = df[df["split"] == "test"]
+    if study == "cifar_nad":
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+        for cond, label in CIFAR_LINES.items():
+            _line_over_seeds(ax, test[test["condition"] == cond], "nad_k", "accuracy", label, 100)
+        ax.set_xlabel("NAD index k of v (synthetic channel)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.axhline(50, color="grey", linewidth=0.8, linestyle=":")
+        ax.legend()
+        _nad_axis(ax, test["nad_k"])
+        per_model = test[test["condition"] == "all"]
+        _line_over_seeds(ax2, per_model, "nad_k", "v_vs_cifar_reliance_deg", "reliance")
+        ax2.set_ylim(0, 90)
+        ax2.set_xlabel("NAD index k of v")
+        ax2.set_ylabel("degrees (0 = only v, 90 = only CIFAR channels)")
+        ax2.set_title("input gradient: along v against the CIFAR channels")
+        _nad_axis(ax2, test["nad_k"])
+        fig.suptitle(f"{arch}: binary CIFAR-10 (+) D(NAD k), mean over {seeds} seed(s)")
+    elif study == "poison":
+        fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+        _line_over_seeds(ax, test, "nad_i", "accuracy", "clean test set", 100)
+        train = df[df["split"] == "train"]
+        _line_over_seeds(ax, train, "nad_i", "accuracy", "poisoned training set", 100)
+        ax.set_xlabel("poisoned NAD index i (carriers along NADs i, i+1)")
+        ax.set_ylabel("accuracy (%)")
+        ax.axhline(10, color="grey", linewidth=0.8, linestyle=":")
+        ax.legend()
+        _nad_axis(ax, test["nad_i"])
+        fig.suptitle(f"{arch}: CIFAR-10 poisoned along NADs, mean over {seeds} seed(s)")
+    elif study == "flip":
+        fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
+        names = ["original", "flipped"]
+        for pos, name in enumerate(names):
+            acc = test[test["representation"] == name]["accuracy"].to_numpy() * 100
+            ax.bar(pos, np.nanmean(acc) if len(acc) else np.nan, color=f"C{pos}", alpha=0.7)
+            ax.scatter(np.full(len(acc), pos), acc, color="black", zorder=3, s=12)
+        ax.set_xticks(range(len(names)), names)
+        ax.set_ylabel("test accuracy (%)")
+        fig.suptitle(f"{arch}: CIFAR-10 in the NAD basis, reversed; {seeds} seed(s)")
+    else:
+        raise ValueError(f"unknown CIFAR study {study!r}")
+    _save(fig, output)

@@ -8,6 +8,7 @@ CFG = nc.load_config(config, workflow.source_path("../schemas/config.schema.yaml
 for message in nc.rank_warnings(CFG):
     logger.warning(f"WARNING: {message}")
 PAIR = "results/nad_pairs"
+CIFAR_MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
 CELL = "{arch}/i{i}_j{j}_s{seed}"
 CELL_SEEDS = "{arch}/i{i}_j{j}_seeds"
 
@@ -20,21 +21,28 @@ wildcard_constraints:
 
 
 def final_outputs():
-    if not CFG["nad_pairs"]["enabled"]:
-        return []
-    tables = [f"{PAIR}/summary.parquet", f"{PAIR}/runs.parquet", "results/config.yaml"]
-    nad_figures = expand(
-        "results/nads/plots/nads_{arch}.png", arch=nc.nad_architectures(CFG)
-    )
-    return (
-        tables
-        + nad_figures
-        + expand(
+    """Every table and figure of the enabled studies, the NAD figures and the config."""
+    out = []
+    if CFG["nad_pairs"]["enabled"]:
+        out += [f"{PAIR}/summary.parquet", f"{PAIR}/runs.parquet"]
+        out += expand(
             f"{PAIR}/plots/{{fig}}_{{arch}}.png",
             fig=["heatmap", "reliance", "complexity", "cross_sections"],
             arch=CFG["nad_pairs"]["architectures"],
         )
+    for study in nc.cifar.STUDIES:
+        if CFG[study]["enabled"]:
+            out += [f"results/{study}/summary.parquet", f"results/{study}/runs.parquet"]
+            out += expand(
+                f"results/{study}/plots/accuracy_{{arch}}.png",
+                arch=CFG[study]["architectures"],
+            )
+    if not out:
+        return []
+    nad_figures = expand(
+        "results/nads/plots/nads_{arch}.png", arch=nc.nad_architectures(CFG)
     )
+    return out + nad_figures + ["results/config.yaml"]
 
 
 def nads_of(wildcards):
@@ -64,3 +72,18 @@ def pair_analyses(wildcards):
 
 def sections_of(wildcards):
     return cell_files("sections", "npz", nc.section_cells(CFG, wildcards.arch))
+
+
+def cifar_inputs(wildcards):
+    return nc.cifar.cifar_files(CFG["cifar10"]["root"])
+
+
+def cifar_nads(wildcards):
+    return f"results/nads/{nc.nad_source(CFG, wildcards.arch)}.pt"
+
+
+def cifar_results(wildcards):
+    return [
+        f"results/{c.study}/eval/{c.arch}/{c.variant}_s{c.seed}.parquet"
+        for c in nc.cifar_cells(CFG, wildcards.study)
+    ]

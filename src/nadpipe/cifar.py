@@ -1,0 +1,292 @@
+"""CIFAR-10 through torchvision, and the data of the three CIFAR studies.
+
+- `cifar_nad` (underspecification paper, Sec. 4): binary CIFAR-10 (classes 0-4 -> label -1,
+  5-9 -> +1) with a fourth channel drawn from D(v), v = a NAD, with the same label.
+- `poison` (NAD paper): 10-class CIFAR-10 whose training images carry a class code along NADs
+  i and i+1 (see `carrier`); the test set is clean.
+- `flip` (NAD paper): every image channel written in the NAD basis with the order of the
+  coefficients reversed (see `flip_matrix`).
+
+Images are read by `torchvision.datasets.CIFAR10`, scaled to [0, 1] and, when configured,
+normalised per channel. Everything random is drawn on the CPU from seeded generators, so a job
+that rebuilds a study's data gets the same bytes as the job before it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data import SIDE, sample_dv
+from .io import atomic_write, generator
+
+BASE_FOLDER = "cifar-10-batches-py"
+TRAIN_FILES = [f"data_batch_{k}" for k in range(1, 6)]
+FILES = [*TRAIN_FILES, "test_batch", "batches.meta"]
+URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CLASSES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
+STUDIES = ("cifar_nad", "poison", "flip")
+
+
+def cifar_files(root: str) -> list[str]:
+    """The files of the python version of CIFAR-10 under `root`, as torchvision expects them."""
+    return [os.path.join(root, BASE_FOLDER, name) for name in FILES]
+
+
+def missing_files(root: str) -> list[str]:
+    return [p for p in cifar_files(root) if not os.path.isfile(p)]
+
+
+def missing_message(root: str, key: str = "cifar10.root") -> str:
+    missing = missing_files(root)
+    shown = ", ".join(os.path.basename(p) for p in missing[:3])
+    shown += " ..." if len(missing) > 3 else ""
+    return (
+        f"config key {key!r}: CIFAR-10 not found under {root!r} (missing {shown}). Expected the "
+        f"python version as torchvision reads it: {os.path.join(root, BASE_FOLDER)}/"
+        f"{{data_batch_1..5, test_batch, batches.meta}}. Get it with internet access by setting "
+        f"cifar10.download: true, or download {URL} and extract it into {root!r}; or set "
+        f"{key} to where it is."
+    )
+
+
+def _unverified_cifar10():
+    """torchvision's CIFAR10 without the md5 checks of the official files (for a directory in
+    CIFAR-10 format holding other images, e.g. a subset or the tests' generated one).
+    torchvision only checks that a file exists when its md5 is None."""
+    from torchvision.datasets import CIFAR10
+
+    class UnverifiedCIFAR10(CIFAR10):
+        train_list = [[name, None] for name, _ in CIFAR10.train_list]
+        test_list = [[name, None] for name, _ in CIFAR10.test_list]
+        meta = {**CIFAR10.meta, "md5": None}
+
+    return UnverifiedCIFAR10
+
+
+def download_cifar10(root: str) -> None:
+    """Download and extract CIFAR-10 into `root` (torchvision; needs internet)."""
+    from torchvision.datasets import CIFAR10
+
+    CIFAR10(root, train=True, download=True)
+
+
+def load_cifar10(
+    root: str, train: bool, verify_md5: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images (n, 3, 32, 32) uint8, labels (n,) int64) of one split, through torchvision."""
+    from torchvision.datasets import CIFAR10
+
+    cls = CIFAR10 if verify_md5 else _unverified_cifar10()
+    try:
+        ds = cls(root, train=train, download=False)
+    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted ..."
+        hint = " (set cifar10.verify_md5: false for a directory other than the official files)"
+        raise FileNotFoundError(f"{missing_message(root)} torchvision said: {e}{hint}") from e
+    x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2).contiguous()
+    return x, torch.tensor(ds.targets, dtype=torch.long)
+
+
+@dataclass(frozen=True)
+class CifarSettings:
+    root: str = "data/cifar10"
+    verify_md5: bool = True
+    n_train: int | None = None  # the first n training images (None: all 50 000)
+    n_test: int | None = None  # the first n test images (None: all 10 000)
+    mean: tuple[float, ...] | None = (0.4914, 0.4822, 0.4465)  # None: no normalisation
+    std: tuple[float, ...] | None = (0.2470, 0.2435, 0.2616)
+
+
+def load_splits(s: CifarSettings) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{"train": (x, y), "test": (x, y)}: x (n, 3, 32, 32) float32 in [0, 1], y (n,) classes."""
+    out = {}
+    for split, n in (("train", s.n_train), ("test", s.n_test)):
+        x, y = load_cifar10(s.root, split == "train", s.verify_md5)
+        if n is not None:
+            if n > len(x):
+                raise ValueError(f"cifar10.n_{split} = {n} but {s.root} holds {len(x)} images")
+            x, y = x[:n], y[:n]
+        out[split] = (x.float() / 255, y)
+    return out
+
+
+def normalise(x: torch.Tensor, s: CifarSettings) -> torch.Tensor:
+    """Per-channel (x - mean) / std of images in [0, 1]; unchanged when mean is None."""
+    if s.mean is None:
+        return x
+    mean = torch.tensor(s.mean, dtype=x.dtype)[None, :, None, None]
+    std = torch.tensor(s.std, dtype=x.dtype)[None, :, None, None]
+    return (x - mean) / std
+
+
+# -- cifar_nad ------------------------------------------------------------------------------
+
+
+def binary_labels(classes: torch.Tensor) -> torch.Tensor:
+    """0 (label -1) for classes 0-4, 1 (label +1) for classes 5-9."""
+    return (classes >= 5).long()
+
+
+def with_synthetic_channel(
+    x: torch.Tensor, y01: torch.Tensor, v: torch.Tensor, eps: float, sigma: float, seed: object
+) -> torch.Tensor:
+    """x (n, 3, 32, 32) with a fourth channel drawn from D(v) with the labels 2 * y01 - 1;
+    `seed` (any printable value) seeds the draw."""
+    gen = generator("cifar-nad-channel", seed)
+    synthetic = sample_dv(v, y01.double() * 2 - 1, eps, sigma, gen)
+    return torch.cat([x, synthetic.reshape(len(x), 1, SIDE, SIDE)], dim=1)
+
+
+# -- poison ---------------------------------------------------------------------------------
+
+
+def carrier(c: int) -> tuple[int, int, int]:
+    """(NAD offset, colour channel, sign) of class c's carrier: NAD i + c % 2, channel
+    (c // 2) % 3, sign + for c < 6 and - otherwise. The ten classes get ten distinct carriers:
+    0 -> (i, R, +), 1 -> (i+1, R, +), 2 -> (i, G, +), ..., 5 -> (i+1, B, +), 6 -> (i, R, -),
+    7 -> (i+1, R, -), 8 -> (i, G, -), 9 -> (i+1, G, -)."""
+    return c % 2, (c // 2) % 3, 1 if c < 6 else -1
+
+
+def poison(x01: torch.Tensor, classes: torch.Tensor, vectors: torch.Tensor, i: int, eps: float):
+    """Poisoned copies of images `x01` (n, 3, 32, 32) in [0, 1] pixel units.
+
+    In each colour channel the coefficients along NAD i and NAD i+1 are removed, and the
+    image's own carrier coefficient is set to sign * eps: the six carrier coefficients are then
+    a code of the class (zero but one entry), which separates the training set linearly by
+    itself. Pixels may leave [0, 1] by at most eps.
+    """
+    u = vectors[[i, i + 1]].double()  # (2, 1024), orthonormal
+    flat = x01.double().reshape(len(x01), 3, SIDE * SIDE)
+    flat = flat - (flat @ u.T) @ u  # remove both coefficients in every channel
+    for c in range(10):
+        offset, channel, sign = carrier(c)
+        rows = classes == c
+        flat[rows, channel] += sign * eps * u[offset]
+    return flat.reshape(x01.shape).to(x01.dtype)
+
+
+# -- flip -----------------------------------------------------------------------------------
+
+
+def flip_matrix(vectors: torch.Tensor) -> torch.Tensor:
+    """M = U P U^T: the coefficient along NAD k moves to NAD d-1-k (U: NADs as columns, P the
+    reversal). M is orthogonal and symmetric, and flipping twice is the identity."""
+    u = vectors.double().T  # (d, d), columns are NADs
+    return u.flip(1) @ u.T
+
+
+def flip_images(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Each channel of x (n, c, 32, 32) mapped by the flip matrix `m`."""
+    flat = x.double().reshape(*x.shape[:2], SIDE * SIDE)
+    return (flat @ m.T).reshape(x.shape).to(x.dtype)
+
+
+# -- a small CIFAR-10-format directory --------------------------------------------------------
+
+
+def write_cifar10_like(root: str, n_train: int = 500, n_test: int = 200, seed: int = 0) -> str:
+    """Write `n_train` + `n_test` random 32x32 colour images in CIFAR-10's python format under
+    `root` (for tests and dry runs without the real data; read it with verify_md5 false).
+
+    Each class has its own mean colour, so the classes (and the binary task) can be learned.
+    """
+    rng = np.random.default_rng(seed)
+    tint = rng.uniform(60, 196, size=(10, 3))
+    folder = os.path.join(root, BASE_FOLDER)
+    os.makedirs(folder, exist_ok=True)
+
+    def batch(n: int, name: str) -> dict:
+        labels = rng.integers(0, 10, size=n)
+        img = tint[labels][:, :, None] + rng.normal(0, 40, size=(n, 3, SIDE * SIDE))
+        data = np.clip(img, 0, 255).astype(np.uint8).reshape(n, 3 * SIDE * SIDE)
+        return {"batch_label": name, "labels": labels.tolist(), "data": data}
+
+    per = [n_train // 5 + (k < n_train % 5) for k in range(5)]
+    content = {name: batch(n, name) for name, n in zip(TRAIN_FILES, per, strict=True)}
+    content["test_batch"] = batch(n_test, "test_batch")
+    content["batches.meta"] = {"label_names": list(CLASSES), "num_vis": 3 * SIDE * SIDE}
+    for name, obj in content.items():
+
+        def write(tmp: str, obj: dict = obj) -> None:
+            with open(tmp, "wb") as f:
+                pickle.dump(obj, f)
+
+        atomic_write(os.path.join(folder, name), write)
+    return folder
+
+
+# -- a study's data ----------------------------------------------------------------------------
+
+# study -> (input channels, classes)
+SHAPES = {"cifar_nad": (4, 2), "poison": (3, 10), "flip": (3, 10)}
+# study -> condition -> channels kept (the others are zeroed)
+CONDITIONS = {
+    "cifar_nad": {"all": (0, 1, 2, 3), "cifar_only": (0, 1, 2), "synthetic_only": (3,)},
+    "poison": {"all": (0, 1, 2)},
+    "flip": {"all": (0, 1, 2)},
+}
+
+
+def variants(study: str, cfg_study: dict) -> list[str]:
+    """The grid of one study besides architectures and seeds, as path-safe names."""
+    if study == "cifar_nad":
+        return [f"k{k}" for k in cfg_study["indices"]]
+    if study == "poison":
+        return [f"i{i}" for i in cfg_study["indices"]]
+    return ["original", "flipped"]
+
+
+def variant_columns(study: str, variant: str) -> dict:
+    """The columns that name a variant in the study's parquet."""
+    if study == "cifar_nad":
+        return {"nad_k": int(variant[1:])}
+    if study == "poison":
+        return {"nad_i": int(variant[1:])}
+    return {"representation": variant}
+
+
+def study_data(
+    study: str, variant: str, seed: int, data: dict, s: CifarSettings, vectors: torch.Tensor
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{"train": (x, y), "test": (x, y)} of one (study, variant, seed); x float32, y int64.
+
+    `data` holds the study's data settings (cifar_nad: eps, sigma; poison: eps), `vectors` the
+    architecture's NADs (d, 1024) by row.
+    """
+    raw = load_splits(s)
+    if study == "cifar_nad":
+        v = vectors[int(variant[1:])]
+        out = {}
+        for split, (x, classes) in raw.items():
+            y = binary_labels(classes)
+            seed_ = (split, variant, seed)
+            x4 = with_synthetic_channel(normalise(x, s), y, v, data["eps"], data["sigma"], seed_)
+            out[split] = (x4, y)
+        return out
+    if study == "poison":
+        (x_train, c_train), (x_test, c_test) = raw["train"], raw["test"]
+        poisoned = poison(x_train, c_train, vectors, int(variant[1:]), data["eps"])
+        return {"train": (normalise(poisoned, s), c_train), "test": (normalise(x_test, s), c_test)}
+    if study == "flip":
+        m = flip_matrix(vectors) if variant == "flipped" else None
+        return {
+            split: (normalise(x, s) if m is None else flip_images(normalise(x, s), m), c)
+            for split, (x, c) in raw.items()
+        }
+    raise ValueError(f"unknown CIFAR study {study!r}; one of {STUDIES}")

@@ -1,0 +1,247 @@
+"""The CIFAR-10 studies: the real torchvision reader on a generated CIFAR-10-format directory,
+the data of cifar_nad, poison and flip, the missing-data check, and the DAG end to end."""
+
+import copy
+import pickle
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from conftest import REPO, SCHEMA
+from snakemake.utils import update_config
+from test_workflow import planned, snakemake
+
+from nadpipe import cifar
+from nadpipe import config as nc
+
+
+@pytest.fixture(scope="module")
+def mini_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cifar")
+    cifar.write_cifar10_like(str(root), n_train=300, n_test=120, seed=1)
+    return str(root)
+
+
+def orthonormal_basis(d: int = 1024, seed: int = 0) -> torch.Tensor:
+    q, _ = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(seed)))
+    return q.T.contiguous()  # rows are the "NADs"
+
+
+def test_torchvision_reads_the_generated_directory_pixel_for_pixel(mini_root):
+    x, y = cifar.load_cifar10(mini_root, train=True, verify_md5=False)
+    assert x.shape == (300, 3, 32, 32) and x.dtype == torch.uint8 and y.shape == (300,)
+    with open(f"{mini_root}/cifar-10-batches-py/data_batch_1", "rb") as f:
+        raw = pickle.load(f)
+    first = np.asarray(raw["data"][0]).reshape(3, 32, 32)  # CIFAR rows are R, G, B planes
+    assert np.array_equal(x[0].numpy(), first)
+    assert y[: len(raw["labels"])].tolist() == raw["labels"]
+    x_test, _ = cifar.load_cifar10(mini_root, train=False, verify_md5=False)
+    assert len(x_test) == 120
+
+
+def test_official_md5_check_rejects_other_files_with_a_hint(mini_root):
+    with pytest.raises(FileNotFoundError, match="verify_md5: false"):
+        cifar.load_cifar10(mini_root, train=True, verify_md5=True)
+
+
+def test_splits_subset_scale_and_normalise(mini_root):
+    s = cifar.CifarSettings(root=mini_root, verify_md5=False, n_train=100, n_test=50)
+    splits = cifar.load_splits(s)
+    x, _ = splits["train"]
+    assert x.shape == (100, 3, 32, 32) and 0 <= x.min() and x.max() <= 1
+    z = cifar.normalise(x, s)
+    assert torch.allclose(z[:, 0], (x[:, 0] - 0.4914) / 0.2470)
+    raw = cifar.CifarSettings(root=mini_root, verify_md5=False, mean=None, std=None)
+    assert torch.equal(cifar.normalise(x, raw), x)
+    with pytest.raises(ValueError, match="n_train = 1000 but .* holds 300"):
+        cifar.load_splits(cifar.CifarSettings(root=mini_root, verify_md5=False, n_train=1000))
+
+
+def test_cifar_nad_adds_a_d_of_v_channel_with_the_binary_label(mini_root):
+    vectors = orthonormal_basis()
+    s = cifar.CifarSettings(root=mini_root, verify_md5=False)
+    data = cifar.study_data("cifar_nad", "k5", 0, {"eps": 1.5, "sigma": 2.0}, s, vectors)
+    x, y = data["train"]
+    _, classes = cifar.load_cifar10(mini_root, train=True, verify_md5=False)
+    assert torch.equal(y, (classes >= 5).long())  # -1 for classes 0-4, +1 for 5-9
+    assert x.shape == (300, 4, 32, 32)
+    coef = x[:, 3].reshape(300, -1).double() @ vectors[5].double()
+    assert torch.allclose(coef, 1.5 * (2 * y.double() - 1), atol=1e-4)  # eps * y along v
+    rest = x[:, 3].reshape(300, -1).double() - coef[:, None] * vectors[5].double()
+    assert 1.9 < rest.std() < 2.1  # sigma orthogonal to v
+    assert torch.allclose(x[:, :3], cifar.normalise(cifar.load_splits(s)["train"][0], s))
+    again = cifar.study_data("cifar_nad", "k5", 0, {"eps": 1.5, "sigma": 2.0}, s, vectors)
+    assert torch.equal(again["test"][0], data["test"][0])  # seeded: the same bytes
+    other = cifar.study_data("cifar_nad", "k5", 1, {"eps": 1.5, "sigma": 2.0}, s, vectors)
+    assert not torch.equal(other["test"][0][:, 3], data["test"][0][:, 3])
+
+
+def test_poisoned_training_images_carry_a_class_code_and_the_test_set_is_clean(mini_root):
+    vectors = orthonormal_basis()
+    carriers = {cifar.carrier(c) for c in range(10)}
+    assert len(carriers) == 10  # ten distinct (NAD offset, channel, sign)
+    s = cifar.CifarSettings(root=mini_root, verify_md5=False, mean=None, std=None)
+    data = cifar.study_data("poison", "i7", 0, {"eps": 0.05}, s, vectors)
+    clean = cifar.load_splits(s)
+    assert torch.equal(data["test"][0], clean["test"][0])
+    x, classes = data["train"]
+    coef = x.double().reshape(300, 3, 1024) @ vectors[[7, 8]].double().T  # (n, channel, NAD)
+    for c in range(10):
+        offset, channel, sign = cifar.carrier(c)
+        code = torch.zeros(3, 2, dtype=torch.float64)
+        code[channel, offset] = sign * 0.05
+        rows = classes == c
+        assert torch.allclose(coef[rows], code.expand(int(rows.sum()), 3, 2), atol=1e-5)
+    # only the two carrier coefficients of each channel changed
+    diff = (x - clean["train"][0]).double().reshape(300, 3, 1024)
+    outside = diff - (diff @ vectors[[7, 8]].double().T) @ vectors[[7, 8]].double()
+    assert outside.abs().max() < 1e-5
+
+
+def test_flip_reverses_the_nad_coefficients(mini_root):
+    vectors = orthonormal_basis()
+    m = cifar.flip_matrix(vectors)
+    assert torch.allclose(m @ m, torch.eye(1024, dtype=torch.float64), atol=1e-5)
+    assert torch.allclose(m, m.T, atol=1e-6)
+    img = vectors[3].reshape(1, 1, 32, 32).repeat(1, 3, 1, 1)
+    out = cifar.flip_images(img, m)
+    assert torch.allclose(out[0, 1].flatten(), vectors[1020], atol=1e-5)  # NAD 3 -> NAD 1020
+    s = cifar.CifarSettings(root=mini_root, verify_md5=False)
+    flipped = cifar.study_data("flip", "flipped", 0, {}, s, vectors)
+    original = cifar.study_data("flip", "original", 0, {}, s, vectors)
+    x, xf = original["test"][0], flipped["test"][0]
+    assert torch.allclose(cifar.flip_images(xf, m), x, atol=1e-4)  # flipping twice: identity
+    assert torch.allclose(xf.norm(), x.norm(), rtol=1e-5)  # orthogonal
+    assert torch.equal(original["test"][1], flipped["test"][1])
+
+
+def test_an_enabled_cifar_study_without_data_stops_naming_the_key(tmp_path):
+    cfg = {"cifar_nad": {"enabled": True}, "cifar10": {"root": str(tmp_path / "nowhere")}}
+    with pytest.raises(nc.ConfigError) as err:
+        nc.load_config(cfg, SCHEMA)
+    msg = str(err.value)
+    assert "'cifar10.root'" in msg and "cifar-10-batches-py" in msg and "data_batch_1" in msg
+    assert "cifar10.download: true" in msg and "cifar-10-python.tar.gz" in msg
+    cfg["cifar10"]["download"] = True  # then a download job is planned instead
+    assert nc.load_config(cfg, SCHEMA)["cifar10"]["download"]
+    cfg["cifar_nad"]["enabled"] = False
+    cfg["cifar10"]["download"] = False  # a disabled study needs no data
+    nc.load_config(cfg, SCHEMA)
+
+
+def test_cifar_study_settings_and_paper_configs():
+    base = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = nc.load_config(base, SCHEMA)
+    assert not any(cfg[s]["enabled"] for s in cifar.STUDIES)  # the default run needs no CIFAR
+    assert cfg["cifar_nad"]["train"]["lr_max"] == 0.15
+    assert nc.cifar_data(cfg, "cifar_nad", "lenet") == {"eps": 1.0, "sigma": 1.0}
+    assert nc.cifar_data(cfg, "cifar_nad", "resnet18") == {"eps": 1.0, "sigma": 3.0}
+    assert nc.train_settings(cfg, "cifar_nad", "mlp").epochs == 60
+    assert nc.train_settings(cfg, "poison", "resnet18").lr_max == 0.21
+    with pytest.raises(nc.ConfigError, match=r"poison.indices.0.*maximum of 1022"):
+        nc.load_config({"poison": {"indices": [1023]}}, SCHEMA)
+    for name in ("paper_sec4", "paper_poison", "paper_flip"):
+        paper = copy.deepcopy(base)  # merged as --configfile merges it
+        update_config(paper, yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()))
+        paper = nc.validate(paper, SCHEMA)  # the data are not here: schema only
+        enabled = [s for s in ("nad_pairs", *cifar.STUDIES) if paper[s]["enabled"]]
+        assert len(enabled) == 1, name
+        if name == "paper_sec4":
+            assert paper["cifar10"]["n_train"] is None and paper["architectures"]["mlp"][
+                "kwargs"
+            ] == {"hidden": [200, 50]}
+
+
+MINI_STUDIES = {
+    "nads": {"n_networks": 40},
+    "nad_pairs": {"enabled": False},
+    "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}},
+    "analysis": {"n_points": 40},
+    "cifar_nad": {
+        "enabled": True,
+        "architectures": ["mlp", "lenet"],
+        "indices": [0, 30],
+        "seeds": [0, 1],
+        "train": {"epochs": 4},
+        "train_per_arch": {},
+    },
+    "poison": {
+        "enabled": True,
+        "architectures": ["lenet"],
+        "indices": [0, 30],
+        "train": {"epochs": 2, "lr_max": 0.05},
+    },  # fmt: skip
+    "flip": {"enabled": True, "architectures": ["lenet"], "train": {"epochs": 2}},
+}
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory, mini_root):
+    workdir = tmp_path_factory.mktemp("cifar_wf")
+    config = {**MINI_STUDIES, "cifar10": {"root": mini_root, "verify_md5": False}}
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+def test_the_three_studies_run_end_to_end_on_the_generated_cifar(studies):
+    df = pd.read_parquet(studies / "results/cifar_nad/summary.parquet")
+    assert len(df) == 2 * 2 * 2 * 2 * 3  # archs x indices x seeds x splits x conditions
+    assert set(df["condition"]) == {"all", "cifar_only", "synthetic_only"}
+    assert set(df["nad_k"]) == {0, 30} and set(df["seed"]) == {0, 1}
+    assert df["accuracy"].between(0, 1).all() and (df["n_train"] == 300).all()
+    assert df["v_vs_cifar_reliance_deg"].between(0, 90).all()
+    assert set(df.loc[df["arch"] == "lenet", "data_sigma"]) == {1.0}  # paper: sigma 1 for LeNet
+    assert set(df.loc[df["arch"] == "mlp", "data_sigma"]) == {3.0}
+    # the generated classes differ in mean colour: the CIFAR part is learnable by itself
+    test = df[df["split"] == "test"]
+    cifar_only = test[(test["arch"] == "mlp") & (test["condition"] == "cifar_only")]
+    assert cifar_only["accuracy"].mean() > 0.6
+    poison = pd.read_parquet(studies / "results/poison/summary.parquet")
+    assert set(poison["nad_i"]) == {0, 30} and set(poison["split"]) == {"train", "test"}
+    flip = pd.read_parquet(studies / "results/flip/summary.parquet")
+    assert set(flip["representation"]) == {"original", "flipped"}
+    assert flip["accuracy"].between(0, 1).all() and len(flip) == 4
+    runs = pd.read_parquet(studies / "results/cifar_nad/runs.parquet")
+    assert len(runs) == 8 and (runs["train_seconds"] > 0).all()
+    for study, arch in (("cifar_nad", "mlp"), ("poison", "lenet"), ("flip", "lenet")):
+        img = mpimg.imread(studies / f"results/{study}/plots/accuracy_{arch}.png")
+        assert img.shape[1] > 400 and img.std() > 0.05
+
+
+def test_cifar_changes_replan_only_what_they_touch(studies):
+    assert planned(studies) == {}
+    # one more poisoned index: one training, its evaluation, the poison table and figure
+    assert planned(studies, {"poison": {"indices": [0, 30, 60]}}) == {
+        "train_cifar": 1,
+        "evaluate_cifar": 1,
+        "aggregate_cifar": 1,
+        "plot_cifar": 1,
+        "resolved_config": 1,
+    }
+    # LeNet's sigma in cifar_nad: its 4 models only
+    change = {"cifar_nad": {"sigma_per_arch": {"lenet": 2.0}}}
+    assert planned(studies, change)["train_cifar"] == 4
+
+
+def test_missing_cifar_stops_snakemake_before_any_job_or_plans_a_download(tmp_path):
+    config = {"nad_pairs": {"enabled": False}, "flip": {"enabled": True}, "nads": {"n_networks": 8},
+              "cifar10": {"root": "data/missing"}}  # fmt: skip
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    res = snakemake(tmp_path, "--cores", "1", check=False)
+    assert res.returncode != 0
+    assert "config key 'cifar10.root': CIFAR-10 not found under 'data/missing'" in res.stderr
+    assert not (tmp_path / "results").exists()
+    jobs = planned(tmp_path, {"cifar10": {"download": True}})
+    assert jobs["cifar10_download"] == 1 and jobs["train_cifar"] == 4  # 2 archs x 2 variants
+
+
+def test_report_holds_the_cifar_figures_with_captions(studies):
+    snakemake(studies, "--report", "report.html")
+    html = (studies / "report.html").read_text(errors="replace")
+    for name in ("accuracy_mlp.png", "accuracy_lenet.png", "nads_lenet.png"):
+        assert name in html
+    assert "NAD poisoning for lenet" in html and "NAD-flipped CIFAR-10 for lenet" in html

@@ -1,0 +1,23 @@
+"""Evaluate one trained model of a CIFAR-10 study."""
+
+from nadpipe.io import job_log
+from nadpipe.jobs import evaluate_cifar_job
+
+sm = snakemake
+w = sm.wildcards
+job = {k: v for k, v in sm.params.job.items() if k in ("data", "cifar10", "nad_params")}
+with job_log(sm.log[0], sm.threads):
+    summary = evaluate_cifar_job(
+        sm.input.nads,
+        sm.input.model,
+        sm.input.metrics,
+        sm.output[0],
+        study=w.study,
+        arch=w.arch,
+        variant=w.variant,
+        seed=int(w.seed),
+        batch_size=sm.params.batch_size,
+        n_points=sm.params.n_points,
+        **job,
+    )
+print(summary)
