@@ -1,6 +1,7 @@
 """The real Snakemake DAG end to end on a micro config, and what a config change re-plans."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -67,7 +68,8 @@ def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
 def run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("wf")
     (workdir / "config.yaml").write_text(yaml.safe_dump(MICRO))
-    res = snakemake(workdir, "--cores", "2")
+    # a fake pool of 2 GPU slots on this CPU machine: each GPU job holds one (nadpipe.slots)
+    res = snakemake(workdir, "--cores", "2", "--resources", "gpu=2")
     return workdir, res
 
 
@@ -113,6 +115,11 @@ def test_same_config_gives_a_byte_identical_summary(run, tmp_path):
         and (runs["analysis_seconds"] > 0).all()
     )
     assert "train_seconds" not in pd.read_parquet(tmp_path / summary)
+    # where each model trained: the slot pool of the first run (gpu=2), none in the second
+    first = pd.read_parquet(workdir / "results/nad_pairs/runs.parquet")
+    assert set(first["cuda_visible_devices"]) <= {"0", "1"}
+    assert set(runs["cuda_visible_devices"]) == {""} and (runs["host"] != "").all()
+    assert set(runs["slurm_job_id"]) == {os.environ.get("SLURM_JOB_ID", "")}
 
 
 def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):

@@ -96,24 +96,50 @@ def save_json(obj: Any, path: str | os.PathLike) -> None:
     atomic_write(path, write)
 
 
+CUDNN_BENCHMARK_ENV = "NADPIPE_CUDNN_BENCHMARK"
+
+
 def pick_device() -> torch.device:
-    """CUDA when present, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """CUDA when present, else CPU. On CUDA, cuDNN picks the fastest convolution algorithms
+    (`gpus.cudnn_benchmark`, on unless the Snakefile sets NADPIPE_CUDNN_BENCHMARK=0)."""
+    if torch.cuda.is_available():
+        torch.backends.cudnn.benchmark = os.environ.get(CUDNN_BENCHMARK_ENV, "1") != "0"
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def run_facts() -> dict:
+    """Where a job ran: host, SLURM job id (empty outside SLURM), the GPU it was given."""
+    import platform
+
+    return {
+        "host": platform.node(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+    }
 
 
 @contextlib.contextmanager
-def job_log(path: str | os.PathLike | None, threads: int | None = None) -> Iterator[None]:
-    """Send stdout and stderr (tqdm included) to a job's log file; set torch's CPU threads."""
+def job_log(
+    path: str | os.PathLike | None, threads: int | None = None, gpu: int = 0
+) -> Iterator[None]:
+    """Send stdout and stderr (tqdm included) to a job's log file; set torch's CPU threads;
+    with `gpu` > 0 hold a GPU slot (nadpipe.slots) for the job's lifetime."""
+    from .slots import gpu_slot
+
     if threads:
         torch.set_num_threads(threads)
+    slot = gpu_slot() if gpu else contextlib.nullcontext()
     if path is None:
-        yield
+        with slot:
+            yield
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", buffering=1) as log:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
-                yield
+                with slot:
+                    yield
             except BaseException:
                 import traceback
 

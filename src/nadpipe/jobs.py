@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -27,6 +26,7 @@ from .io import (
     load_parquet,
     load_torch,
     pick_device,
+    run_facts,
     save_json,
     save_torch,
 )
@@ -148,7 +148,7 @@ def train_pair_job(
                 "train_seconds": seconds,
                 "trained_with_seeds": len(nets),
                 "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                "host": platform.node(),
+                **run_facts(),
             },
             metrics,
         )
@@ -198,6 +198,7 @@ def evaluate_pair_job(
         "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
         "train_seconds": run["train_seconds"],
         "device": run["device"],
+        **{k: run.get(k, "") for k in RUN_FACTS},
     }
     df = pd.DataFrame([{**_cell_key(stored), **r, **settings} for r in rows])
     atomic_write(output, partial(df.to_parquet, index=False))
@@ -274,7 +275,8 @@ def analyze_pair_job(
 
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
 # config gives a byte-identical summary on CPU
-RUN_COLUMNS = ["train_seconds", "analysis_seconds"]
+RUN_FACTS = ["host", "slurm_job_id", "cuda_visible_devices"]  # of the training job
+RUN_COLUMNS = ["train_seconds", "analysis_seconds", *RUN_FACTS]
 MODEL_KEY = ["study", "arch", "nad_i", "nad_j", "seed"]
 
 
@@ -368,7 +370,7 @@ def train_cifar_job(
             "diverged_epoch": at,
             "train_seconds": seconds,
             "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-            "host": platform.node(),
+            **run_facts(),
         },
         metrics_out,
     )
@@ -436,6 +438,7 @@ def evaluate_cifar_job(
         "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
         "train_seconds": run["train_seconds"],
         "device": run["device"],
+        **{k: run.get(k, "") for k in RUN_FACTS},
         **extra,
     }
     df = pd.DataFrame([{**key, **r, **settings} for r in rows])

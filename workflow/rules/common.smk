@@ -1,12 +1,27 @@
 # Shared by all stages: the validated config, wildcard constraints and input functions.
 # The grid logic lives in nadpipe.config, where the tests can import it.
+import os
+
+import torch
 from snakemake.logging import logger
 
 from nadpipe import config as nc
+from nadpipe import slots
 
 CFG = nc.load_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 for message in nc.rank_warnings(CFG):
     logger.warning(f"WARNING: {message}")
+
+# The GPU slot pool of this machine's jobs (nadpipe.slots), passed through the environment so
+# that a different --resources gpu=N reruns nothing.
+GPU_SLOTS = slots.slot_count(
+    CFG["gpus"]["slots"],
+    workflow.global_resources.get("gpu"),
+    torch.cuda.device_count(),
+)
+os.environ[slots.SLOTS_ENV] = str(GPU_SLOTS)
+os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(CFG["gpus"]["lock_dir"])
+os.environ["NADPIPE_CUDNN_BENCHMARK"] = "1" if CFG["gpus"]["cudnn_benchmark"] else "0"
 PAIR = "results/nad_pairs"
 CIFAR_MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
 CELL = "{arch}/i{i}_j{j}_s{seed}"

@@ -4,7 +4,7 @@ from nadpipe.io import job_log
 from nadpipe.jobs import analyze_pair_job
 
 sm = snakemake
-with job_log(sm.log[0], sm.threads):
+with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
     summary = analyze_pair_job(
         sm.input.dataset,
         sm.input.model,

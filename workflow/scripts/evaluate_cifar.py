@@ -6,7 +6,7 @@ from nadpipe.jobs import evaluate_cifar_job
 sm = snakemake
 w = sm.wildcards
 job = {k: v for k, v in sm.params.job.items() if k in ("data", "cifar10", "nad_params")}
-with job_log(sm.log[0], sm.threads):
+with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
     summary = evaluate_cifar_job(
         sm.input.nads,
         sm.input.model,

@@ -5,7 +5,7 @@ from nadpipe.jobs import train_cifar_job
 
 sm = snakemake
 w = sm.wildcards
-with job_log(sm.log[0], sm.threads):
+with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
     summary = train_cifar_job(
         sm.input.nads,
         sm.output.model,

@@ -4,7 +4,7 @@ from nadpipe.io import job_log
 from nadpipe.jobs import train_pair_job
 
 sm = snakemake
-with job_log(sm.log[0], sm.threads):
+with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
     summary = train_pair_job(
         list(sm.input.datasets),
         list(sm.output.models),
