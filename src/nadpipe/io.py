@@ -97,6 +97,7 @@ def save_json(obj: Any, path: str | os.PathLike) -> None:
 
 
 CUDNN_BENCHMARK_ENV = "NADPIPE_CUDNN_BENCHMARK"
+REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
 
 
 def pick_device() -> torch.device:

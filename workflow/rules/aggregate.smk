@@ -7,6 +7,8 @@ rule aggregate_pairs:
         runs=f"{PAIR}/runs.parquet",
     log:
         "logs/nad_pairs/aggregate.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/aggregate.py"
 
@@ -20,6 +22,8 @@ rule resolved_config:
         ),
     log:
         "logs/config.log",
+    conda:
+        CONDA_ENV
     params:
         config=CFG,
     script:

@@ -12,8 +12,10 @@ if CFG["cifar10"]["download"]:
             cifar_inputs(None),
         log:
             "logs/cifar10_download.log",
+        conda:
+            CONDA_ENV
         params:
-            root=CFG["cifar10"]["root"],
+            root=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
         script:
             "../scripts/cifar10_download.py"
 
@@ -29,6 +31,8 @@ rule train_cifar:
         "logs/{study}/train/{arch}/{variant}_s{seed}.log",
     benchmark:
         "benchmarks/{study}/train/{arch}/{variant}_s{seed}.tsv"
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         gpu=1,
@@ -48,6 +52,8 @@ rule evaluate_cifar:
         "results/{study}/eval/{arch}/{variant}_s{seed}.parquet",
     log:
         "logs/{study}/evaluate/{arch}/{variant}_s{seed}.log",
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         gpu=1,
@@ -67,6 +73,8 @@ rule aggregate_cifar:
         runs="results/{study}/runs.parquet",
     log:
         "logs/{study}/aggregate.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/aggregate_cifar.py"
 
@@ -84,5 +92,7 @@ rule plot_cifar:
         ),
     log:
         "logs/{study}/plots/accuracy_{arch}.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/plot_cifar.py"

@@ -1,11 +1,13 @@
 # Shared by all stages: the validated config, wildcard constraints and input functions.
 # The grid logic lives in nadpipe.config, where the tests can import it.
 import os
+from pathlib import Path
 
 import torch
 from snakemake.logging import logger
 
 from nadpipe import config as nc
+from nadpipe import io as nio
 from nadpipe import slots
 
 CFG = nc.load_config(config, workflow.source_path("../schemas/config.schema.yaml"))
@@ -21,7 +23,12 @@ GPU_SLOTS = slots.slot_count(
 )
 os.environ[slots.SLOTS_ENV] = str(GPU_SLOTS)
 os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(CFG["gpus"]["lock_dir"])
-os.environ["NADPIPE_CUDNN_BENCHMARK"] = "1" if CFG["gpus"]["cudnn_benchmark"] else "0"
+os.environ[nio.CUDNN_BENCHMARK_ENV] = "1" if CFG["gpus"]["cudnn_benchmark"] else "0"
+
+# The conda environment of every rule (--software-deployment-method conda); its post-deploy
+# script installs nadpipe from this checkout.
+CONDA_ENV = "../../envs/nadpipe.yaml"
+os.environ[nio.REPO_ENV] = str(Path(workflow.basedir).resolve())
 PAIR = "results/nad_pairs"
 CIFAR_MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
 CELL = "{arch}/i{i}_j{j}_s{seed}"

@@ -5,6 +5,8 @@ rule pair_dataset:
         f"{PAIR}/datasets/{CELL}.pt",
     log:
         f"logs/nad_pairs/datasets/{CELL}.log",
+    conda:
+        CONDA_ENV
     params:
         nad_source=lambda w: nc.nad_source(CFG, w.arch),
         data=lambda w: nc.pair_data(CFG),

@@ -7,6 +7,8 @@ rule evaluate_pair:
         f"{PAIR}/eval/{CELL}.parquet",
     log:
         f"logs/nad_pairs/evaluate/{CELL}.log",
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         gpu=1,
@@ -28,6 +30,8 @@ rule analyze_pair:
         f"logs/nad_pairs/analysis/{CELL}.log",
     benchmark:
         f"benchmarks/nad_pairs/analysis/{CELL}.tsv"
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         gpu=1,

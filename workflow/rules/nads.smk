@@ -5,6 +5,8 @@ rule nads:
         "logs/nads/{arch}.log",
     benchmark:
         "benchmarks/nads/{arch}.tsv"
+    conda:
+        CONDA_ENV
     threads: 4  # capped at --cores by Snakemake
     resources:
         gpu=1,

@@ -10,6 +10,8 @@ rule plot_pair_heatmap:
         ),
     log:
         "logs/nad_pairs/plots/heatmap_{arch}.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/plot_pair_heatmap.py"
 
@@ -29,6 +31,8 @@ rule plot_pair_metrics:
         "logs/nad_pairs/plots/{figure}_{arch}.log",
     wildcard_constraints:
         figure="reliance|complexity",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/plot_pair_metrics.py"
 
@@ -45,6 +49,8 @@ rule plot_cross_sections:
         ),
     log:
         "logs/nad_pairs/plots/cross_sections_{arch}.log",
+    conda:
+        CONDA_ENV
     script:
         "../scripts/plot_cross_sections.py"
 
@@ -61,6 +67,8 @@ rule plot_nads:
         ),
     log:
         "logs/nads/plots/nads_{arch}.log",
+    conda:
+        CONDA_ENV
     params:
         min_overlap=lambda w: nc.nad_min_overlap(CFG, w.arch),
     script:

@@ -12,6 +12,8 @@ if CFG["nad_pairs"]["group_seeds"]:
             f"logs/nad_pairs/train/{CELL_SEEDS}.log",
         benchmark:
             f"benchmarks/nad_pairs/train/{CELL_SEEDS}.tsv"
+        conda:
+            CONDA_ENV
         threads: 1
         resources:
             gpu=1,
@@ -33,6 +35,8 @@ else:
             f"logs/nad_pairs/train/{CELL}.log",
         benchmark:
             f"benchmarks/nad_pairs/train/{CELL}.tsv"
+        conda:
+            CONDA_ENV
         threads: 1
         resources:
             gpu=1,

@@ -1,0 +1,66 @@
+"""The SLURM profile on a real Slurm: a single-node cluster on loopback started by
+tests/slurm/local_slurm.sh (which installs Debian's slurm-wlm and munge when missing), and the
+smoke config run through `--profile profiles/slurm`. A machine that cannot run Slurm fails this
+test with the reason; it is never skipped."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+SCRIPT = REPO / "tests" / "slurm" / "local_slurm.sh"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    state = tmp_path_factory.mktemp("slurm")
+    res = subprocess.run(
+        ["bash", str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=900
+    )
+    try:
+        if res.returncode != 0:
+            pytest.fail(
+                "cannot start a local Slurm on this machine, so the SLURM profile is untested:\n"
+                f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+            )
+        yield state
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], timeout=120)
+
+
+def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    cmd = [
+        "timeout", "-k", "10", "720",  # Snakemake ignores SIGTERM: -k kills it
+        sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+        "--profile", str(REPO / "profiles" / "slurm"),
+        "--configfile", str(REPO / "configs" / "smoke.yaml"),
+        # a 2-CPU node: two single-CPU jobs at a time; first status check after 5 s
+        "--set-resources", "nads:cpus_per_task=1", "train_pair:cpus_per_task=1",
+        "--slurm-init-seconds-before-status-checks", "5",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, f"rc {res.returncode}:\n{out[-6000:]}"
+    # every job of the plan but the local target rule `all` was submitted to SLURM
+    stats = out.split("Job stats:")[1].split("total")[0]
+    planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
+    assert len(submitted) == sum(planned.values()) - planned["all"] == 24
+    assert len(set(submitted)) == len(submitted)
+    # the results are right, and each training knows its SLURM job, host and GPU
+    df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
+    assert len(df) == 4 * 2 * 3 and df["accuracy"].between(0, 1).all()
+    test = df[df["split"] == "test"].set_index(["nad_i", "nad_j", "condition"])["accuracy"]
+    assert test[(0, 0, "both")] > 0.85 and test[(0, 1000, "ch1_only")] > 0.85
+    runs = pd.read_parquet(tmp_path / "results/nad_pairs/runs.parquet")
+    assert len(runs) == 4 and set(runs["slurm_job_id"]) <= set(submitted)
+    assert runs["slurm_job_id"].nunique() == 4
+    assert set(runs["cuda_visible_devices"]) == {"0"}  # the fake GPU SLURM gave each job
+    assert (runs["host"] != "").all()
+    assert Path(tmp_path / "results/nad_pairs/plots/heatmap_lenet.png").stat().st_size > 10_000
