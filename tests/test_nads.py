@@ -117,3 +117,83 @@ def test_split_half_agreement_is_stored_with_the_nads():
     assert sh["overlap"][1] > 0.95  # the top direction (scale 3) is clear in either half
     # eigenvalues 9, 4, 1 from 200 networks each: a few percent of the top one apart
     assert 0 < sh["eigenvalue_rel_diff_top10"] < 0.1
+
+
+def ks_distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic."""
+    a, b = a.flatten().sort().values, b.flatten().sort().values
+    grid = torch.cat([a, b])
+    fa = torch.searchsorted(a, grid, right=True) / len(a)
+    fb = torch.searchsorted(b, grid, right=True) / len(b)
+    return (fa - fb).abs().max().item()
+
+
+def test_stacked_init_draws_as_pytorch_initialises_the_real_modules():
+    from nadpipe.models import resnet18
+    from nadpipe.nads import stacked_init
+
+    template = lenet(1, 1)
+    stacked = stacked_init(template, list(range(40)))
+    real = []
+    for seed in range(40):
+        torch.manual_seed(1000 + seed)
+        real.append(dict(lenet(1, 1).named_parameters()))
+    for name, p in template.named_parameters():
+        assert stacked[name].shape == (40, *p.shape)
+        pooled = torch.stack([r[name].detach() for r in real])
+        assert stacked[name].abs().max() <= pooled.abs().max() * 1.01 + 1e-6  # same bound
+        # same distribution: the KS distance within its 0.1 % critical value
+        n, m = stacked[name].numel(), pooled.numel()
+        assert ks_distance(stacked[name], pooled) < 1.95 * ((n + m) / (n * m)) ** 0.5, name
+    # BatchNorm at init: weight 1, bias 0; every parameter of ResNet-18 is covered
+    net = resnet18(1, 1)
+    res = stacked_init(net, [0, 1])
+    assert set(res) == {n for n, _ in net.named_parameters()}
+    norms = [n for n, m in net.named_modules() if isinstance(m, nn.BatchNorm2d)]
+    assert norms and all(torch.all(res[f"{n}.weight"] == 1) for n in norms)
+    assert all(torch.all(res[f"{n}.bias"] == 0) for n in norms)
+
+
+def test_batched_estimators_equal_the_real_modules_they_describe():
+    from nadpipe.nads import batched_sensitivities, stacked_init
+
+    template = lenet(1, 1).eval()
+    params = stacked_init(template, [5, 6, 7])
+    x0 = torch.randn(2, 1, 32, 32, generator=torch.Generator().manual_seed(1))
+    for estimator in ("gradient", "dipole"):
+        batched = batched_sensitivities(template, params, x0, estimator, 100.0, 512)
+        for k in range(3):
+            net = lenet(1, 1).eval()
+            net.load_state_dict({n: v[k] for n, v in params.items()})
+            if estimator == "gradient":
+                one = gradient_sensitivity(net, x0)
+            else:
+                one = dipole_sensitivity(net, x0, 100.0, 512)
+            assert torch.allclose(batched[k], one, rtol=1e-4, atol=1e-5 * one.abs().max())
+
+
+def test_networks_do_not_depend_on_the_chunking_and_custom_inits_fall_back():
+    from nadpipe.nads import sample_sensitivities, uses_default_init
+
+    def build():
+        return lenet(1, 1)
+
+    from nadpipe.nads import stacked_init
+
+    a = sample_sensitivities(build, NadSettings("gradient", n_networks=7, networks_per_chunk=3))
+    b = sample_sensitivities(build, NadSettings("gradient", n_networks=7, networks_per_chunk=7))
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * b.abs().max())  # batch-size rounding only
+    whole, part = stacked_init(build(), [11, 12, 13]), stacked_init(build(), [12, 13])
+    assert all(torch.equal(whole[k][1:], part[k]) for k in whole)  # the same networks
+    assert uses_default_init(build, 0)
+
+    def xavier():
+        net = lenet(1, 1)
+        for m in net.modules():
+            if isinstance(m, nn.Conv2d | nn.Linear):
+                nn.init.xavier_normal_(m.weight)
+        return net
+
+    assert not uses_default_init(xavier, 0)  # its own init: real modules, one at a time
+    c = sample_sensitivities(xavier, NadSettings("gradient", n_networks=3), progress=False)
+    assert c.shape == (3, 1024) and torch.isfinite(c).all()

@@ -11,12 +11,14 @@ The covariance is centred over networks (as the reference's PCA is), accumulated
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
+from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from .data import SIDE
@@ -34,6 +36,7 @@ class NadSettings:
     n_points: int = 1  # evaluation points x0 ~ N(0, I); covariance pooled over them
     seed: int = 0  # seeds x0 and every network's initialisation
     batch_size: int = 1024  # forward passes per chunk of the dipole estimator (memory bound)
+    networks_per_chunk: int = 64  # random networks evaluated together (memory bound)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
@@ -76,15 +79,146 @@ def gradient_sensitivity(net: nn.Module, x0: torch.Tensor) -> torch.Tensor:
     return grad.reshape(len(x0), D).double().cpu()
 
 
+# -- many random networks at once ------------------------------------------------------------
+
+UNIFORM_INIT = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+AFFINE_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.LayerNorm)
+
+
+def init_bound(module: nn.Module) -> float:
+    """PyTorch's default init of Linear and ConvNd: weight by kaiming_uniform_(a=sqrt(5)) and
+    bias by uniform_, both U(-b, b) with b = 1 / sqrt(fan_in)."""
+    return 1 / math.sqrt(module.weight[0].numel())
+
+
+def stacked_init(template: nn.Module, seeds: list[int]) -> dict[str, torch.Tensor] | None:
+    """Parameters of one network per seed, shaped like `template`, as stacked tensors
+    (len(seeds), *shape), drawn from PyTorch's default initialisation of each module: Linear
+    and ConvNd U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias, norm layers weight 1
+    and bias 0. Network k draws from its own generator, so a network does not depend on how
+    the networks are chunked. None when a module with parameters is of another kind (its
+    default init is unknown here)."""
+    shapes = {}
+    for prefix, module in template.named_modules():
+        own = dict(module.named_parameters(recurse=False))
+        if not own:
+            continue
+        if isinstance(module, UNIFORM_INIT):
+            kind = init_bound(module)
+        elif isinstance(module, AFFINE_NORMS) and set(own) <= {"weight", "bias"}:
+            kind = "norm"
+        else:
+            return None
+        for k, p in own.items():
+            shapes[f"{prefix}.{k}" if prefix else k] = (p.shape, kind, k)
+    uniform = [(name, shape, kind) for name, (shape, kind, _) in shapes.items() if kind != "norm"]
+    sizes = [math.prod(shape) for _, shape, _ in uniform]
+    flat = torch.empty(len(seeds), sum(sizes))
+    for i, seed in enumerate(seeds):  # one draw per network, from its own generator
+        torch.rand(flat.shape[1], generator=torch.Generator().manual_seed(seed), out=flat[i])
+    out = {}
+    for (name, shape, bound), part in zip(uniform, flat.split(sizes, dim=1), strict=True):
+        out[name] = ((part * 2 - 1) * bound).reshape(len(seeds), *shape)
+    for name, (shape, kind, k) in shapes.items():
+        if kind == "norm":
+            out[name] = torch.full((len(seeds), *shape), 1.0 if k == "weight" else 0.0)
+    return {name: out[name] for name in shapes}
+
+
+def uses_default_init(build: Callable[[], nn.Module], gen_seed: int, n: int = 4) -> bool:
+    """Whether real networks from `build` look default-initialised: every Linear/ConvNd
+    parameter inside +-1/sqrt(fan_in) with the uniform's std (within 30 %, for tensors of 200+
+    entries), norm layers at weight 1, bias 0. Catches a builder with its own init."""
+    torch.manual_seed(gen_seed)
+    for _ in range(n):
+        net = build()
+        for module in net.modules():
+            own = dict(module.named_parameters(recurse=False))
+            if isinstance(module, UNIFORM_INIT):
+                b = init_bound(module)
+                for p in own.values():
+                    if p.abs().max() > b * (1 + 1e-6):
+                        return False
+                    if p.numel() >= 200 and abs(p.std().item() / (b / math.sqrt(3)) - 1) > 0.3:
+                        return False
+            elif isinstance(module, AFFINE_NORMS):
+                if "weight" in own and not torch.all(own["weight"] == 1):
+                    return False
+                if "bias" in own and not torch.all(own["bias"] == 0):
+                    return False
+    return True
+
+
+def batched_sensitivities(
+    template: nn.Module,
+    params: dict[str, torch.Tensor],
+    x0: torch.Tensor,
+    estimator: str,
+    step: float,
+    batch_size: int,
+) -> torch.Tensor:
+    """(n, n_points, 1024) sensitivities of n networks given as stacked `params`, all at once
+    (torch.func: vmap over networks of functional_call; buffers shared from `template`, which
+    is in eval mode)."""
+    buffers = dict(template.named_buffers())
+
+    def logit(p: dict, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(template, (p, buffers), (x,))[:, 0]
+
+    if estimator == "gradient":
+        # eval mode: points are independent, so the gradient of the sum is per-point
+        g = vmap(grad(lambda p, x: logit(p, x).sum(), argnums=1), in_dims=(0, None))(params, x0)
+        return g.reshape(g.shape[0], len(x0), D).double()
+    eye = torch.eye(D, device=x0.device).reshape(D, 1, SIDE, SIDE) * step
+    n = next(iter(params.values())).shape[0]
+    per_call = max(1, batch_size // n)  # forward passes per call: networks x probes
+    rows = []
+    with torch.inference_mode():
+        for p in x0:
+            probes = torch.cat([p + eye, p - eye])  # (2048, 1, 32, 32)
+            f = torch.cat(
+                [vmap(logit, in_dims=(0, None))(params, c) for c in probes.split(per_call)],
+                dim=1,
+            )  # (n, 2048)
+            rows.append((f[:, :D].double() - f[:, D:].double()) / (2 * step))
+    return torch.stack(rows, dim=1)
+
+
 def sample_sensitivities(
     build: Callable[[], nn.Module],
     settings: NadSettings,
     device: torch.device | str = "cpu",
     progress: bool = True,
 ) -> torch.Tensor:
-    """(n_networks * n_points, 1024) float64 input sensitivities of random networks."""
+    """(n_networks * n_points, 1024) float64 input sensitivities of random networks.
+
+    Networks are drawn in chunks of stacked parameters and evaluated together (torch.func)
+    when every parametrised module has a known default init (`stacked_init`) and the builder
+    does not override it (`uses_default_init`); otherwise one real module after another.
+    """
     x0 = eval_points(settings)
     out = torch.empty(settings.n_networks * settings.n_points, D, dtype=torch.float64)
+    template = build().eval().to(device)
+    chunk = settings.networks_per_chunk
+    if stacked_init(template, [0]) is not None and uses_default_init(
+        build, derive_seed("nad-init-check", settings.seed)
+    ):
+        bar = tqdm(total=settings.n_networks, desc="NADs", disable=not progress, mininterval=5)
+        for start in range(0, settings.n_networks, chunk):
+            n = min(chunk, settings.n_networks - start)
+            seeds = [derive_seed("nad-net", settings.seed, k) for k in range(start, start + n)]
+            params = {k: v.to(device) for k, v in stacked_init(template, seeds).items()}
+            s = batched_sensitivities(
+                template, params, x0.to(device), settings.estimator, settings.step,
+                settings.batch_size,
+            )  # fmt: skip
+            out[start * settings.n_points : (start + n) * settings.n_points] = s.reshape(
+                -1, D
+            ).cpu()
+            bar.update(n)
+        bar.close()
+        return out
+    print("NADs: a module's default init is unknown or overridden: one network at a time")
     for k in tqdm(range(settings.n_networks), desc="NADs", disable=not progress, mininterval=5):
         net = init_network(build, settings, k).to(device)
         if settings.estimator == "dipole":
