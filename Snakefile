@@ -1,5 +1,5 @@
 # nadpipe: NADs per architecture -> datasets per NAD pair -> train -> evaluate -> aggregate -> plot;
-# the CIFAR-10 studies: NADs -> train -> evaluate -> aggregate -> plot (workflow/rules/cifar.smk).
+# the per-model studies (CIFAR-10, NAD validation): NADs -> train -> evaluate -> aggregate -> plot.
 # Run:  snakemake --cores all      (config.yaml; another config: --configfile configs/X.yaml)
 
 
@@ -18,7 +18,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/plots.smk"
-include: "workflow/rules/cifar.smk"
+include: "workflow/rules/studies.smk"
 
 
 rule all:

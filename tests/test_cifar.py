@@ -137,8 +137,8 @@ def test_cifar_study_settings_and_paper_configs():
     cfg = nc.load_config(base, SCHEMA)
     assert not any(cfg[s]["enabled"] for s in cifar.STUDIES)  # the default run needs no CIFAR
     assert cfg["cifar_nad"]["train"]["lr_max"] == 0.15
-    assert nc.cifar_data(cfg, "cifar_nad", "lenet") == {"eps": 1.0, "sigma": 1.0}
-    assert nc.cifar_data(cfg, "cifar_nad", "resnet18") == {"eps": 1.0, "sigma": 3.0}
+    assert nc.study_data(cfg, "cifar_nad", "lenet") == {"eps": 1.0, "sigma": 1.0}
+    assert nc.study_data(cfg, "cifar_nad", "resnet18") == {"eps": 1.0, "sigma": 3.0}
     assert nc.train_settings(cfg, "cifar_nad", "mlp").epochs == 60
     assert nc.train_settings(cfg, "poison", "resnet18").lr_max == 0.21
     with pytest.raises(nc.ConfigError, match=r"poison.indices.0.*maximum of 1022"):
@@ -216,15 +216,15 @@ def test_cifar_changes_replan_only_what_they_touch(studies):
     assert planned(studies) == {}
     # one more poisoned index: one training, its evaluation, the poison table and figure
     assert planned(studies, {"poison": {"indices": [0, 30, 60]}}) == {
-        "train_cifar": 1,
-        "evaluate_cifar": 1,
-        "aggregate_cifar": 1,
-        "plot_cifar": 1,
+        "train_model": 1,
+        "evaluate_model": 1,
+        "aggregate_study": 1,
+        "plot_study": 1,
         "resolved_config": 1,
     }
     # LeNet's sigma in cifar_nad: its 4 models only
     change = {"cifar_nad": {"sigma_per_arch": {"lenet": 2.0}}}
-    assert planned(studies, change)["train_cifar"] == 4
+    assert planned(studies, change)["train_model"] == 4
 
 
 def test_missing_cifar_stops_snakemake_before_any_job_or_plans_a_download(tmp_path):
@@ -236,7 +236,7 @@ def test_missing_cifar_stops_snakemake_before_any_job_or_plans_a_download(tmp_pa
     assert "config key 'cifar10.root': CIFAR-10 not found under 'data/missing'" in res.stderr
     assert not (tmp_path / "results").exists()
     jobs = planned(tmp_path, {"cifar10": {"download": True}})
-    assert jobs["cifar10_download"] == 1 and jobs["train_cifar"] == 4  # 2 archs x 2 variants
+    assert jobs["cifar10_download"] == 1 and jobs["train_model"] == 4  # 2 archs x 2 variants
 
 
 def test_report_holds_the_cifar_figures_with_captions(studies):
@@ -245,3 +245,58 @@ def test_report_holds_the_cifar_figures_with_captions(studies):
     for name in ("accuracy_mlp.png", "accuracy_lenet.png", "nads_lenet.png"):
         assert name in html
     assert "NAD poisoning for lenet" in html and "NAD-flipped CIFAR-10 for lenet" in html
+
+
+def test_fourier_directions_are_unit_real_dft_basis_vectors():
+    from nadpipe.directions import fourier_direction
+
+    v = fourier_direction(3, 5).double()
+    assert abs(v.norm().item() - 1) < 1e-6
+    spectrum = torch.fft.fft2(v.reshape(32, 32)).abs()
+    peaks = {tuple(int(i) for i in idx) for idx in (spectrum > 1).nonzero()}
+    assert peaks == {(3, 5), (29, 27)}  # the frequency and its mirror only
+    assert torch.allclose(fourier_direction(0, 0), torch.full((1024,), 1 / 32))
+
+
+VALIDATION = {
+    "nads": {"n_networks": 40},
+    "nad_pairs": {"enabled": False},
+    "single_direction": {
+        "enabled": True,
+        "architectures": ["lenet", "lenet_nopool"],
+        "indices": [0, 30],
+        "sigma": 1.0,
+        "n_train": 2000,
+        "n_test": 500,
+        "train": {"epochs": 8},
+    },
+    "fourier": {
+        "enabled": True,
+        "architectures": ["lenet"],
+        "size": 2,
+        "sigma": 1.0,
+        "n_train": 1500,
+        "n_test": 500,
+        "train": {"epochs": 6},
+    },  # fmt: skip
+}
+
+
+def test_validation_studies_run_end_to_end(tmp_path):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(VALIDATION))
+    res = snakemake(tmp_path, "--cores", "2")
+    df = pd.read_parquet(tmp_path / "results/single_direction/summary.parquet")
+    assert len(df) == 2 * 2 * 2  # archs x indices x splits, one condition
+    test = df[df["split"] == "test"].set_index(["arch", "nad_k"])["accuracy"]
+    assert test[("lenet", 0)] > 0.85  # NAD 0 is what LeNet learns first (measured 0.91)
+    assert set(df["data_sigma"]) == {1.0} and set(df["n_train"]) == {2000}
+    fourier = pd.read_parquet(tmp_path / "results/fourier/summary.parquet")
+    assert {(a, b) for a, b in zip(fourier["freq_a"], fourier["freq_b"], strict=True)} == {
+        (0, 0), (0, 1), (1, 0), (1, 1)
+    }  # fmt: skip
+    assert fourier["accuracy"].between(0, 1).all()
+    # fourier needs no NADs: only single_direction's architectures have NAD jobs
+    assert "nads_lenet_nopool.png" in res.stdout
+    for study, arch in (("single_direction", "lenet_nopool"), ("fourier", "lenet")):
+        img = mpimg.imread(tmp_path / f"results/{study}/plots/accuracy_{arch}.png")
+        assert img.shape[1] > 400 and img.std() > 0.05

@@ -17,14 +17,14 @@ from typing import Any, NamedTuple
 import jsonschema
 import yaml
 
-from . import cifar
+from . import cifar, studies
 from .models import REGISTRY, ModelError, build_model, check_output_shape
 from .nads import NadSettings
 from .train import TrainSettings
 
-STUDIES = ("nad_pairs", *cifar.STUDIES)
+STUDIES = ("nad_pairs", *studies.STUDIES)
 # (input channels, classes) of each study's models; NADs use single-logit 1-channel networks
-SHAPES = {"nads": (1, 1), "nad_pairs": (2, 2), **cifar.SHAPES}
+SHAPES = {"nads": (1, 1), "nad_pairs": (2, 2), **studies.SHAPES}
 
 
 class ConfigError(ValueError):
@@ -38,10 +38,11 @@ class Cell(NamedTuple):
     seed: int
 
 
-class CifarCell(NamedTuple):
+class StudyCell(NamedTuple):
     study: str
     arch: str
-    variant: str  # cifar_nad "k<NAD>", poison "i<NAD>", flip "original" | "flipped"
+    variant: str  # "k<NAD>" (cifar_nad, single_direction), "i<NAD>" (poison),
+    #               "original" | "flipped" (flip), "f<a>_<b>" (fourier)
     seed: int
 
 
@@ -236,7 +237,12 @@ def section_cells(cfg: dict, arch: str) -> list[Cell]:
 def _study_indices(cfg: dict) -> dict[str, dict[str, set[int]]]:
     """Per NAD architecture, the NAD indices the enabled studies use, by study key."""
     out: dict[str, dict[str, set[int]]] = {}
-    for study, extra in (("nad_pairs", 0), ("cifar_nad", 0), ("poison", 1)):
+    for study, extra in (
+        ("nad_pairs", 0),
+        ("cifar_nad", 0),
+        ("poison", 1),
+        ("single_direction", 0),
+    ):
         s = cfg[study]
         if not s["enabled"]:
             continue
@@ -270,18 +276,21 @@ def rank_warnings(cfg: dict) -> list[str]:
 def nad_architectures(cfg: dict) -> list[str]:
     """Architectures whose NADs some enabled study needs."""
     archs = {c.arch for c in pair_cells(cfg)}
-    archs.update(c.arch for study in cifar.STUDIES for c in cifar_cells(cfg, study))
+    archs.update(
+        c.arch for study in studies.STUDIES if studies.needs_nads(study)
+        for c in study_cells(cfg, study)
+    )  # fmt: skip
     return sorted({nad_source(cfg, a) for a in archs})
 
 
-def cifar_cells(cfg: dict, study: str) -> list[CifarCell]:
-    """Every (study, arch, variant, seed) of an enabled CIFAR study, in a fixed order."""
+def study_cells(cfg: dict, study: str) -> list[StudyCell]:
+    """Every (study, arch, variant, seed) of an enabled per-model study, in a fixed order."""
     s = cfg[study]
     if not s["enabled"]:
         return []
     return [
-        CifarCell(study, a, v, seed)
-        for a, v, seed in product(s["architectures"], cifar.variants(study, s), s["seeds"])
+        StudyCell(study, a, v, seed)
+        for a, v, seed in product(s["architectures"], studies.variants(study, s), s["seeds"])
     ]
 
 
@@ -299,24 +308,27 @@ def cifar_settings(cfg: dict) -> dict:
     }
 
 
-def cifar_data(cfg: dict, study: str, arch: str) -> dict:
-    """A CIFAR study's own data settings for `arch` (cifar_nad: eps, sigma; poison: eps)."""
+def study_data(cfg: dict, study: str, arch: str) -> dict:
+    """A study's own data settings for `arch` (cifar_nad: eps, sigma; poison: eps;
+    single_direction and fourier: eps, sigma, n_train, n_test)."""
     s = cfg[study]
     if study == "cifar_nad":
         return {"eps": s["eps"], "sigma": s["sigma_per_arch"].get(arch, s["sigma"])}
     if study == "poison":
         return {"eps": s["eps"]}
+    if study in ("single_direction", "fourier"):
+        return {k: s[k] for k in ("eps", "sigma", "n_train", "n_test")}
     return {}
 
 
-def cifar_job(cfg: dict, study: str, arch: str) -> dict:
-    """Everything a CIFAR study's train job of `arch` depends on (its Snakemake params)."""
+def study_job(cfg: dict, study: str, arch: str) -> dict:
+    """Everything a per-model study's train job of `arch` depends on (its Snakemake params)."""
     return {
         **model_spec(cfg, arch),
         "train": train_params(cfg, study, arch),
-        "data": cifar_data(cfg, study, arch),
-        "cifar10": cifar_settings(cfg),
-        "nad_params": nad_params(cfg, nad_source(cfg, arch)),
+        "data": study_data(cfg, study, arch),
+        "cifar10": cifar_settings(cfg) if studies.needs_cifar(study) else None,
+        "nad_params": nad_params(cfg, nad_source(cfg, arch)) if studies.needs_nads(study) else None,
     }
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import cifar
 from . import geometry as geo
+from . import studies
 from .data import SIDE, PairSpec, checksum, load_pair_data, write_pair_spec
 from .ensemble import train_ensemble
 from .evaluate import evaluate_conditions
@@ -304,23 +304,30 @@ def aggregate_job(
     return f"{len(df)} rows from {len(evaluations)} cells -> {output}; timings -> {runs}"
 
 
-# -- the CIFAR-10 studies (cifar_nad, poison, flip) -------------------------------------------
+# -- the per-model studies (CIFAR-10: cifar_nad, poison, flip; single_direction, fourier) -----
 
-CIFAR_KEY = ["study", "arch", "variant", "seed"]
+STUDY_KEY = ["study", "arch", "variant", "seed"]
 
 
-def _cifar_data(
-    nads: str, nad_params: dict, study: str, variant: str, seed: int, data: dict, settings: dict
+def _study_data(
+    nads: str | None,
+    nad_params: dict | None,
+    study: str,
+    variant: str,
+    seed: int,
+    data: dict,
+    cifar10: dict | None,
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    art = load_torch(nads)
-    check_nads(art, nads, nad_params)
-    return cifar.study_data(
-        study, variant, seed, data, cifar.CifarSettings(**settings), art["vectors"]
-    )
+    vectors = None
+    if nads is not None:
+        art = load_torch(nads)
+        check_nads(art, nads, nad_params)
+        vectors = art["vectors"]
+    return studies.study_data(study, variant, seed, data, cifar10, vectors)
 
 
-def train_cifar_job(
-    nads: str,
+def train_study_job(
+    nads: str | None,
     model_out: str,
     metrics_out: str,
     study: str,
@@ -331,15 +338,15 @@ def train_cifar_job(
     kwargs: dict,
     train: dict,
     data: dict,
-    cifar10: dict,
-    nad_params: dict,
+    cifar10: dict | None,
+    nad_params: dict | None,
 ) -> str:
-    """Train one model of a CIFAR study (`variant`: cifar_nad "k<NAD>", poison "i<NAD>", flip
-    "original" or "flipped") and save its weights and per-epoch history."""
+    """Train one model of a per-model study (`variant`: see nadpipe.config.StudyCell) and save
+    its weights and per-epoch history."""
     device = pick_device()
-    splits = _cifar_data(nads, nad_params, study, variant, seed, data, cifar10)
+    splits = _study_data(nads, nad_params, study, variant, seed, data, cifar10)
     x, y = (t.to(device) for t in splits["train"])
-    in_channels, num_classes = cifar.SHAPES[study]
+    in_channels, num_classes = studies.SHAPES[study]
     init_seed(seed, study, arch, variant)
     net = build_model(model, in_channels, num_classes, kwargs).to(device)
     settings = TrainSettings(**train)
@@ -384,8 +391,8 @@ def train_cifar_job(
     )
 
 
-def evaluate_cifar_job(
-    nads: str,
+def evaluate_study_job(
+    nads: str | None,
     weights: str,
     metrics: str,
     output: str,
@@ -394,15 +401,15 @@ def evaluate_cifar_job(
     variant: str,
     seed: int,
     data: dict,
-    cifar10: dict,
-    nad_params: dict,
+    cifar10: dict | None,
+    nad_params: dict | None,
     batch_size: int,
     n_points: int,
 ) -> str:
-    """Evaluate one trained model of a CIFAR study under the study's conditions; cifar_nad
+    """Evaluate one trained model of a per-model study under the study's conditions; cifar_nad
     models also get the reliance on v against the CIFAR channels (input gradients)."""
     device = pick_device()
-    splits = _cifar_data(nads, nad_params, study, variant, seed, data, cifar10)
+    splits = _study_data(nads, nad_params, study, variant, seed, data, cifar10)
     net, run = _load_trained(metrics, weights, device)
     if checksum(splits) != run["data_sha256"]:
         raise ArtifactError(
@@ -411,7 +418,7 @@ def evaluate_cifar_job(
             f"snakemake --cores all --force {weights}"
         )
     on_device = {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}
-    rows = evaluate_conditions(net, on_device, batch_size, cifar.CONDITIONS[study])
+    rows = evaluate_conditions(net, on_device, batch_size, studies.CONDITIONS[study])
     extra = {}
     if study == "cifar_nad":
         v = load_torch(nads)["vectors"][int(variant[1:])].reshape(SIDE, SIDE)
@@ -427,7 +434,7 @@ def evaluate_cifar_job(
         extra = {k: float("nan") for k in extra}
     key = {"study": study, "arch": arch, "variant": variant, "seed": seed}
     settings = {
-        **cifar.variant_columns(study, variant),
+        **studies.variant_columns(study, variant),
         **{f"data_{k}": v for k, v in data.items()},
         "n_train": len(splits["train"][0]),
         "n_test": len(splits["test"][0]),

@@ -53,6 +53,23 @@ def lenet(in_channels: int, num_classes: int) -> nn.Module:
     )
 
 
+def lenet_nopool(in_channels: int, num_classes: int) -> nn.Module:
+    """LeNet without its two max-pools; the first linear layer is wider to take the 16x24x24
+    features (the NAD paper's test of pooling as a source of anisotropy)."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 6, 5),
+        nn.ReLU(),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(16 * 24 * 24, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, num_classes),
+    )
+
+
 class _BasicBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int):
         super().__init__()
@@ -73,8 +90,9 @@ class _BasicBlock(nn.Module):
         return self.relu2(out + self.shortcut(x))
 
 
-def resnet18(in_channels: int, num_classes: int) -> nn.Module:
-    """ResNet-18, CIFAR variant: 3x3 stride-1 stem and no max-pool."""
+def resnet18(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module:
+    """ResNet-18, CIFAR variant: 3x3 stride-1 stem and no max-pool. `pool=False` drops the
+    global average pool; the linear layer then takes all 512x4x4 features."""
     layers: list[nn.Module] = [
         nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False),
         nn.BatchNorm2d(64),
@@ -84,8 +102,17 @@ def resnet18(in_channels: int, num_classes: int) -> nn.Module:
     for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
         layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
         cin = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
+    if pool:
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
+    else:
+        layers += [nn.Flatten(), nn.Linear(512 * 4 * 4, num_classes)]
     return nn.Sequential(*layers)
+
+
+def resnet18_nopool(in_channels: int, num_classes: int) -> nn.Module:
+    """ResNet-18 (CIFAR variant) without its global average pool: the linear layer takes the
+    512x4x4 features (strided convolutions stay)."""
+    return resnet18(in_channels, num_classes, pool=False)
 
 
 def vgg11(in_channels: int, num_classes: int) -> nn.Module:
@@ -150,7 +177,9 @@ REGISTRY: dict[str, Callable[..., nn.Module]] = {
     "logreg": logreg,
     "mlp": mlp,
     "lenet": lenet,
+    "lenet_nopool": lenet_nopool,
     "resnet18": resnet18,
+    "resnet18_nopool": resnet18_nopool,
     "vgg11": vgg11,
     "densenet121": densenet121,
 }

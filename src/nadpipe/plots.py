@@ -260,9 +260,15 @@ def _nad_axis(ax, values: pd.Series) -> None:
     ax.set_xticklabels([str(v) for v in sorted(values.unique())])
 
 
-def cifar_figure(df: pd.DataFrame, study: str, arch: str, output: str) -> None:
-    """One architecture's figure of a CIFAR study: lines over the NAD index (cifar_nad,
-    poison) or original against flipped (flip); mean over seeds, band = min..max."""
+def rank_correlation(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's rank correlation (Pearson's of the ranks, ties averaged)."""
+    return float(x.rank().corr(y.rank()))
+
+
+def study_figure(df: pd.DataFrame, study: str, arch: str, output: str) -> None:
+    """One architecture's figure of a per-model study: lines over the NAD index (cifar_nad,
+    poison, single_direction), original against flipped (flip), or a map over frequencies
+    (fourier); mean over seeds, band = min..max."""
     df = _rows_of(df, arch)
     seeds = df["seed"].nunique()
     test = df[df["split"] == "test"]
@@ -304,6 +310,23 @@ def cifar_figure(df: pd.DataFrame, study: str, arch: str, output: str) -> None:
         ax.set_xticks(range(len(names)), names)
         ax.set_ylabel("test accuracy (%)")
         fig.suptitle(f"{arch}: CIFAR-10 in the NAD basis, reversed; {seeds} seed(s)")
+    elif study == "single_direction":
+        fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+        _line_over_seeds(ax, test, "nad_k", "accuracy", "test accuracy", 100)
+        ax.set_xlabel("NAD index k of v")
+        ax.set_ylabel("test accuracy (%)")
+        ax.axhline(50, color="grey", linewidth=0.8, linestyle=":")
+        _nad_axis(ax, test["nad_k"])
+        rho = rank_correlation(test["nad_k"], test["accuracy"])
+        fig.suptitle(f"{arch}: trained on D(NAD k), {seeds} seed(s); Spearman rho = {rho:.2f}")
+    elif study == "fourier":
+        grid = test.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100
+        fig, ax = plt.subplots(figsize=(6.5, 5.5), constrained_layout=True)
+        im = ax.imshow(grid.to_numpy(), vmin=50, vmax=100, cmap="viridis", origin="upper")
+        ax.set_xlabel("frequency b (columns)")
+        ax.set_ylabel("frequency a (rows)")
+        fig.colorbar(im, ax=ax, label="test accuracy (%)")
+        fig.suptitle(f"{arch}: trained on D(Fourier direction (a, b)), {seeds} seed(s)")
     else:
-        raise ValueError(f"unknown CIFAR study {study!r}")
+        raise ValueError(f"unknown study {study!r}")
     _save(fig, output)

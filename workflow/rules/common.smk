@@ -52,7 +52,7 @@ def final_outputs():
             fig=["heatmap", "reliance", "complexity", "cross_sections"],
             arch=CFG["nad_pairs"]["architectures"],
         )
-    for study in nc.cifar.STUDIES:
+    for study in nc.studies.STUDIES:
         if CFG[study]["enabled"]:
             out += [f"results/{study}/summary.parquet", f"results/{study}/runs.parquet"]
             out += expand(
@@ -100,12 +100,20 @@ def cifar_inputs(wildcards):
     return nc.cifar.cifar_files(CFG["cifar10"]["root"])
 
 
-def cifar_nads(wildcards):
-    return f"results/nads/{nc.nad_source(CFG, wildcards.arch)}.pt"
+def study_cifar(wildcards):
+    """The CIFAR-10 files, for the CIFAR studies only."""
+    return cifar_inputs(wildcards) if nc.studies.needs_cifar(wildcards.study) else []
 
 
-def cifar_results(wildcards):
+def study_nads(wildcards):
+    """The architecture's NADs, for the studies that use them (all but fourier)."""
+    if not nc.studies.needs_nads(wildcards.study):
+        return []
+    return [f"results/nads/{nc.nad_source(CFG, wildcards.arch)}.pt"]
+
+
+def study_results(wildcards):
     return [
         f"results/{c.study}/eval/{c.arch}/{c.variant}_s{c.seed}.parquet"
-        for c in nc.cifar_cells(CFG, wildcards.study)
+        for c in nc.study_cells(CFG, wildcards.study)
     ]

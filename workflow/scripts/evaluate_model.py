@@ -1,14 +1,15 @@
-"""Evaluate one trained model of a CIFAR-10 study."""
+"""Evaluate one trained model of a per-model study."""
 
 from nadpipe.io import job_log
-from nadpipe.jobs import evaluate_cifar_job
+from nadpipe.jobs import evaluate_study_job
 
 sm = snakemake
 w = sm.wildcards
+nads = list(sm.input.nads)  # empty for a study that needs no NADs
 job = {k: v for k, v in sm.params.job.items() if k in ("data", "cifar10", "nad_params")}
 with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
-    summary = evaluate_cifar_job(
-        sm.input.nads,
+    summary = evaluate_study_job(
+        nads[0] if nads else None,
         sm.input.model,
         sm.input.metrics,
         sm.output[0],

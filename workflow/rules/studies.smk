@@ -1,8 +1,9 @@
-# The CIFAR-10 studies (cifar_nad, poison, flip): NADs -> train -> evaluate -> aggregate -> plot.
-# The study's data are rebuilt in each job from the CIFAR-10 files and the NADs (seeded).
+# The per-model studies (CIFAR-10: cifar_nad, poison, flip; NAD validation: single_direction,
+# fourier): NADs -> train_model -> evaluate_model -> aggregate_study -> plot_study. Each job
+# rebuilds its study's data (seeded) from the NADs and, for the CIFAR studies, CIFAR-10.
 wildcard_constraints:
-    study="|".join(nc.cifar.STUDIES),
-    variant=r"k\d+|i\d+|original|flipped",
+    study="|".join(nc.studies.STUDIES),
+    variant=r"k\d+|i\d+|original|flipped|f\d+_\d+",
 
 
 if CFG["cifar10"]["download"]:
@@ -20,10 +21,10 @@ if CFG["cifar10"]["download"]:
             "../scripts/cifar10_download.py"
 
 
-rule train_cifar:
+rule train_model:
     input:
-        cifar=cifar_inputs,
-        nads=cifar_nads,
+        cifar=study_cifar,
+        nads=study_nads,
     output:
         model=f"{CIFAR_MODEL}.pt",
         metrics=f"{CIFAR_MODEL}.json",
@@ -37,15 +38,15 @@ rule train_cifar:
     resources:
         gpu=1,
     params:
-        job=lambda w: nc.cifar_job(CFG, w.study, w.arch),
+        job=lambda w: nc.study_job(CFG, w.study, w.arch),
     script:
-        "../scripts/train_cifar.py"
+        "../scripts/train_model.py"
 
 
-rule evaluate_cifar:
+rule evaluate_model:
     input:
-        cifar=cifar_inputs,
-        nads=cifar_nads,
+        cifar=study_cifar,
+        nads=study_nads,
         model=f"{CIFAR_MODEL}.pt",
         metrics=f"{CIFAR_MODEL}.json",
     output:
@@ -58,16 +59,16 @@ rule evaluate_cifar:
     resources:
         gpu=1,
     params:
-        job=lambda w: nc.cifar_job(CFG, w.study, w.arch),
+        job=lambda w: nc.study_job(CFG, w.study, w.arch),
         batch_size=lambda w: CFG[w.study]["eval_batch_size"],
         n_points=CFG["analysis"]["n_points"],
     script:
-        "../scripts/evaluate_cifar.py"
+        "../scripts/evaluate_model.py"
 
 
-rule aggregate_cifar:
+rule aggregate_study:
     input:
-        cifar_results,
+        study_results,
     output:
         summary="results/{study}/summary.parquet",
         runs="results/{study}/runs.parquet",
@@ -76,17 +77,17 @@ rule aggregate_cifar:
     conda:
         CONDA_ENV
     script:
-        "../scripts/aggregate_cifar.py"
+        "../scripts/aggregate_study.py"
 
 
-rule plot_cifar:
+rule plot_study:
     input:
         "results/{study}/summary.parquet",
     output:
         report(
             "results/{study}/plots/accuracy_{arch}.png",
-            caption="../report/cifar.rst",
-            category="CIFAR-10 studies",
+            caption="../report/study.rst",
+            category="Per-model studies",
             subcategory="{study}",
             labels={"study": "{study}", "architecture": "{arch}"},
         ),
@@ -95,4 +96,4 @@ rule plot_cifar:
     conda:
         CONDA_ENV
     script:
-        "../scripts/plot_cifar.py"
+        "../scripts/plot_study.py"

@@ -1,0 +1,92 @@
+"""NAD estimation speed, measured side by side in one run.
+
+    python benchmarks/nads.py                               # LeNet and ResNet-18 on this device
+    python benchmarks/nads.py --models lenet --networks 64
+
+Prints seconds per network for (a) a faithful re-implementation of the NAD paper's reference
+method (per network, built as a real module, the 2048 central-difference forward passes done
+the plain way with autograd enabled, then PCA of the sensitivities), (b) nadpipe's `dipole`
+estimator and (c) its `gradient` estimator (many networks at once, torch.func), and the ratios
+(a)/(b) and (a)/(c), all at the same network count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+
+import torch
+
+from nadpipe.models import build_model
+from nadpipe.nads import (
+    D,
+    NadSettings,
+    eval_points,
+    init_network,
+    nads_from_sensitivities,
+    sample_sensitivities,
+)
+
+
+def reference(build, settings: NadSettings, device) -> float:
+    """Seconds for the reference method over `settings.n_networks` networks."""
+    x0 = eval_points(settings)[0].to(device)
+    eye = torch.eye(D, device=device).reshape(D, 1, 32, 32) * settings.step
+    start = time.perf_counter()
+    rows = []
+    for k in range(settings.n_networks):
+        net = init_network(build, settings, k).to(device)
+        probes = torch.cat([x0 + eye, x0 - eye])  # autograd on: the plain forward passes
+        f = torch.cat([net(chunk)[:, 0] for chunk in probes.split(settings.batch_size)])
+        rows.append(((f[:D] - f[D:]) / (2 * settings.step)).detach().double().cpu())
+    nads_from_sensitivities(torch.stack(rows))  # the PCA
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def nadpipe_seconds(build, settings: NadSettings, device) -> float:
+    start = time.perf_counter()
+    g = sample_sensitivities(build, settings, device, progress=False)
+    nads_from_sensitivities(g)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["lenet", "resnet18"])
+    parser.add_argument("--networks", type=int, help="networks per method (default: per model)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    name = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU, {args.threads} threads"
+    print(f"device: {name}; torch {torch.__version__}")
+    cpu_default = {"lenet": 32, "resnet18": 2}
+    print(f"{'model':10} {'nets':>6} {'(a) ref s/net':>14} {'(b) dipole':>11} {'(c) gradient':>13}"
+          f" {'(a)/(b)':>8} {'(a)/(c)':>8}")  # fmt: skip
+    for model in args.models:
+        n = args.networks or (256 if device.type == "cuda" else cpu_default.get(model, 8))
+        build = partial(build_model, model, 1, 1, {})
+        chunk = 4 if model == "lenet" else 1
+        if device.type == "cuda":
+            chunk *= 16
+        common = {"n_networks": n, "batch_size": 1024, "networks_per_chunk": chunk}
+        # warm-up: first calls pay for kernel selection and vmap set-up
+        sample_sensitivities(build, NadSettings("gradient", n_networks=2), device, False)
+        sample_sensitivities(build, NadSettings("dipole", n_networks=1), device, False)
+        a = reference(build, NadSettings("dipole", **common), device) / n
+        b = nadpipe_seconds(build, NadSettings("dipole", **common), device) / n
+        grad_n = max(n, 1000 if model == "lenet" else n)  # the gradient is cheap: more networks
+        grad_chunk = 500 if model == "lenet" else 64
+        grad = {**common, "n_networks": grad_n, "networks_per_chunk": grad_chunk}
+        grad_settings = NadSettings("gradient", **grad)
+        c = nadpipe_seconds(build, grad_settings, device) / grad_n
+        print(f"{model:10} {n:6d} {a:14.4f} {b:11.4f} {c:13.5f} {a / b:8.2f} {a / c:8.0f}")
+
+
+if __name__ == "__main__":
+    main()
