@@ -51,16 +51,15 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
     stats = out.split("Job stats:")[1].split("total")[0]
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
-    assert len(submitted) == sum(planned.values()) - planned["all"] == 24
+    assert len(submitted) == sum(planned.values()) - planned["all"] == 12
     assert len(set(submitted)) == len(submitted)
     # the results are right, and each training knows its SLURM job, host and GPU
     df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
-    assert len(df) == 4 * 2 * 3 and df["accuracy"].between(0, 1).all()
-    test = df[df["split"] == "test"].set_index(["nad_i", "nad_j", "condition"])["accuracy"]
-    assert test[(0, 0, "both")] > 0.85 and test[(0, 1000, "ch1_only")] > 0.85
+    assert len(df) == 2 * 3 and df["accuracy"].between(0, 1).all()
+    test = df[df["split"] == "test"].set_index("condition")["accuracy"]
+    assert test["both"] > 0.85 and test["ch1_only"] > 0.85  # LeNet learns NAD 0
     runs = pd.read_parquet(tmp_path / "results/nad_pairs/runs.parquet")
-    assert len(runs) == 4 and set(runs["slurm_job_id"]) <= set(submitted)
-    assert runs["slurm_job_id"].nunique() == 4
+    assert len(runs) == 1 and set(runs["slurm_job_id"]) <= set(submitted)
     assert set(runs["cuda_visible_devices"]) == {"0"}  # the fake GPU SLURM gave each job
     assert (runs["host"] != "").all()
     assert Path(tmp_path / "results/nad_pairs/plots/heatmap_lenet.png").stat().st_size > 10_000
