@@ -53,6 +53,7 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
     assert len(submitted) == sum(planned.values()) - planned["all"] == 12
     assert len(set(submitted)) == len(submitted)
+    print(f"SLURM job ids: {' '.join(submitted)}")  # shown with pytest -s
     # the results are right, and each training knows its SLURM job, host and GPU
     df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
     assert len(df) == 2 * 3 and df["accuracy"].between(0, 1).all()
