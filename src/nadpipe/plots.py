@@ -255,9 +255,12 @@ def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: f
 
 
 def _nad_axis(ax, values: pd.Series) -> None:
+    """A symlog NAD-index axis from 0 with round, non-overlapping tick labels."""
+    top = float(values.max())
     ax.set_xscale("symlog", linthresh=10)
-    ax.set_xticks(sorted(values.unique()))
-    ax.set_xticklabels([str(v) for v in sorted(values.unique())])
+    ticks = [t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= max(top, 1)]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlim(-0.3, max(top, 1) * 1.15)
 
 
 def rank_correlation(x: pd.Series, y: pd.Series) -> float:
