@@ -34,6 +34,12 @@ from .models import build_model
 from .nads import NadSettings, compute_nads
 from .train import TrainSettings, diverged_epoch, init_seed, train_model
 
+# per-model facts that differ from run to run: kept out of summary.parquet so that the same
+# config gives a byte-identical summary on CPU
+RUN_FACTS = ["host", "slurm_job_id", "cuda_visible_devices"]  # of the training job
+RUN_COLUMNS = ["train_seconds", "analysis_seconds", *RUN_FACTS]
+MODEL_KEY = ["study", "arch", "nad_i", "nad_j", "seed"]
+
 
 def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> str:
     """Compute and store one architecture's NADs (networks with 1 input channel, 1 logit)."""
@@ -46,6 +52,40 @@ def nads_job(output: str, model: str, kwargs: dict, settings: dict) -> str:
     top = ", ".join(f"{v:.3g}" for v in art["eigenvalues"][:5].tolist())
     print(f"done in {art['seconds']:.1f}s; top eigenvalues {top}", flush=True)
     return f"NADs of {model}: {s.n_networks} networks, {s.estimator}, {art['seconds']:.1f}s"
+
+
+def _save_trained(
+    net: torch.nn.Module,
+    history: list[dict],
+    weights: str,
+    metrics: str,
+    seconds: float,
+    device: torch.device,
+    record: dict,
+) -> int | None:
+    """Write a trained model's weights and its training record (`record`, then the outcome and
+    where it ran); return the epoch it diverged in, or None."""
+    at = diverged_epoch(history)
+    save_torch(net.state_dict(), weights)
+    save_json(
+        {
+            **record,
+            "history": history,
+            "diverged": at is not None,
+            "diverged_epoch": at,
+            "train_seconds": seconds,
+            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+            **run_facts(),
+        },
+        metrics,
+    )
+    return at
+
+
+def _remove_checkpoints(ckpt: str) -> None:
+    """Delete a training's checkpoint (and any temporary file of it): its outputs are complete."""
+    for leftover in glob.glob(glob.escape(ckpt) + "*"):
+        os.remove(leftover)
 
 
 def check_nads(art: dict, path: str, expected: dict) -> None:
@@ -133,27 +173,13 @@ def train_pair_job(
     else:
         histories = train_ensemble(nets, xs, ys, settings, order_seeds, checkpoint=ckpt)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
-    diverged_at = [diverged_epoch(h) for h in histories]
-    outputs = zip(nets, histories, diverged_at, model_outs, metrics_outs, strict=True)
-    for net, history, diverged_at_epoch, weights, metrics in outputs:
-        save_torch(net.state_dict(), weights)
-        save_json(
-            {
-                "train": train,
-                "model": model,
-                "kwargs": kwargs,
-                "history": history,
-                "diverged": diverged_at_epoch is not None,
-                "diverged_epoch": diverged_at_epoch,
-                "train_seconds": seconds,
-                "trained_with_seeds": len(nets),
-                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                **run_facts(),
-            },
-            metrics,
-        )
-    for leftover in glob.glob(glob.escape(ckpt) + "*"):  # the outputs are complete
-        os.remove(leftover)
+    record = {"train": train, "model": model, "kwargs": kwargs, "trained_with_seeds": len(nets)}
+    outputs = zip(nets, histories, model_outs, metrics_outs, strict=True)
+    diverged_at = [
+        _save_trained(net, history, weights, metrics, seconds, device, record)
+        for net, history, weights, metrics in outputs
+    ]
+    _remove_checkpoints(ckpt)
     losses = " ".join(f"{h[-1]['loss']:.4f}" for h in histories)
     accs = " ".join(f"{h[-1]['train_accuracy']:.3f}" for h in histories)
     div = sum(e is not None for e in diverged_at)
@@ -172,6 +198,28 @@ def _load_trained(metrics: str, weights: str, device: torch.device) -> tuple[tor
     return net.to(device).eval(), run
 
 
+def _run_columns(run: dict) -> dict:
+    """The columns every evaluation row of a trained model carries from its training record."""
+    return {
+        "model": run["model"],
+        **run["train"],
+        "final_train_loss": run["history"][-1]["loss"],
+        "diverged": run["diverged"],
+        "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
+        "train_seconds": run["train_seconds"],
+        "device": run["device"],
+        **{k: run.get(k, "") for k in RUN_FACTS},
+    }
+
+
+def _unless_diverged(rows: list[dict], run: dict) -> list[dict]:
+    """A diverged model's rows with NaN accuracy and loss (argmax of NaN weights would report a
+    meaningless accuracy)."""
+    if not run["diverged"]:
+        return rows
+    return [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
+
+
 def _cell_key(stored: dict) -> dict:
     return {"study": "nad_pairs", **stored["meta"]}
 
@@ -186,19 +234,11 @@ def evaluate_pair_job(
     rows = evaluate_conditions(
         net, {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}, batch_size
     )
-    if run["diverged"]:  # NaN weights: argmax would report a meaningless 50 %
-        rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
+    rows = _unless_diverged(rows, run)
     spec = stored["spec"]
     settings = {
         **{k: spec[k] for k in ("eps1", "eps2", "sigma", "n_train", "n_test")},
-        "model": run["model"],
-        **run["train"],
-        "final_train_loss": run["history"][-1]["loss"],
-        "diverged": run["diverged"],
-        "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
-        "train_seconds": run["train_seconds"],
-        "device": run["device"],
-        **{k: run.get(k, "") for k in RUN_FACTS},
+        **_run_columns(run),
     }
     df = pd.DataFrame([{**_cell_key(stored), **r, **settings} for r in rows])
     atomic_write(output, partial(df.to_parquet, index=False))
@@ -273,13 +313,6 @@ def analyze_pair_job(
     )
 
 
-# per-model facts that differ from run to run: kept out of summary.parquet so that the same
-# config gives a byte-identical summary on CPU
-RUN_FACTS = ["host", "slurm_job_id", "cuda_visible_devices"]  # of the training job
-RUN_COLUMNS = ["train_seconds", "analysis_seconds", *RUN_FACTS]
-MODEL_KEY = ["study", "arch", "nad_i", "nad_j", "seed"]
-
-
 def aggregate_job(
     evaluations: Sequence[str],
     analyses: Sequence[str],
@@ -317,13 +350,15 @@ def _study_data(
     seed: int,
     data: dict,
     cifar10: dict | None,
-) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], torch.Tensor | None]:
+    """The study's train and test tensors, and the NAD vectors they were built from (None for
+    a study without NADs)."""
     vectors = None
     if nads is not None:
         art = load_torch(nads)
         check_nads(art, nads, nad_params)
         vectors = art["vectors"]
-    return studies.study_data(study, variant, seed, data, cifar10, vectors)
+    return studies.study_data(study, variant, seed, data, cifar10, vectors), vectors
 
 
 def train_study_job(
@@ -344,7 +379,7 @@ def train_study_job(
     """Train one model of a per-model study (`variant`: see nadpipe.config.StudyCell) and save
     its weights and per-epoch history."""
     device = pick_device()
-    splits = _study_data(nads, nad_params, study, variant, seed, data, cifar10)
+    splits, _ = _study_data(nads, nad_params, study, variant, seed, data, cifar10)
     x, y = (t.to(device) for t in splits["train"])
     in_channels, num_classes = studies.SHAPES[study]
     init_seed(seed, study, arch, variant)
@@ -361,28 +396,17 @@ def train_study_job(
         checkpoint=f"{model_out}.ckpt",  # kept by Snakemake when a killed job is cleaned up
     )
     seconds = time.perf_counter() - start
-    at = diverged_epoch(history)
-    save_torch(net.state_dict(), model_out)
-    save_json(
-        {
-            "train": train,
-            "model": model,
-            "kwargs": kwargs,
-            "in_channels": in_channels,
-            "num_classes": num_classes,
-            "data": data,
-            "data_sha256": checksum(splits),
-            "history": history,
-            "diverged": at is not None,
-            "diverged_epoch": at,
-            "train_seconds": seconds,
-            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-            **run_facts(),
-        },
-        metrics_out,
-    )
-    for leftover in glob.glob(glob.escape(f"{model_out}.ckpt") + "*"):
-        os.remove(leftover)
+    record = {
+        "train": train,
+        "model": model,
+        "kwargs": kwargs,
+        "in_channels": in_channels,
+        "num_classes": num_classes,
+        "data": data,
+        "data_sha256": checksum(splits),
+    }
+    at = _save_trained(net, history, model_out, metrics_out, seconds, device, record)
+    _remove_checkpoints(f"{model_out}.ckpt")
     last = history[-1]
     return (
         f"train {study} {arch} {variant} seed={seed}: loss {last['loss']:.4f}, train acc "
@@ -409,7 +433,7 @@ def evaluate_study_job(
     """Evaluate one trained model of a per-model study under the study's conditions; cifar_nad
     models also get the reliance on v against the CIFAR channels (input gradients)."""
     device = pick_device()
-    splits = _study_data(nads, nad_params, study, variant, seed, data, cifar10)
+    splits, vectors = _study_data(nads, nad_params, study, variant, seed, data, cifar10)
     net, run = _load_trained(metrics, weights, device)
     if checksum(splits) != run["data_sha256"]:
         raise ArtifactError(
@@ -421,7 +445,7 @@ def evaluate_study_job(
     rows = evaluate_conditions(net, on_device, batch_size, studies.CONDITIONS[study])
     extra = {}
     if study == "cifar_nad":
-        v = load_torch(nads)["vectors"][int(variant[1:])].reshape(SIDE, SIDE)
+        v = vectors[int(variant[1:])].reshape(SIDE, SIDE)
         u = torch.zeros(4, SIDE, SIDE)
         u[3] = v
         x_test = on_device["test"][0][:n_points]
@@ -429,8 +453,8 @@ def evaluate_study_job(
             f"v_vs_cifar_{k}": val
             for k, val in geo.direction_vs_channels(net, x_test, u.to(device), [0, 1, 2]).items()
         }
-    if run["diverged"]:  # NaN weights: argmax would report a meaningless accuracy
-        rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
+    rows = _unless_diverged(rows, run)
+    if run["diverged"]:
         extra = {k: float("nan") for k in extra}
     key = {"study": study, "arch": arch, "variant": variant, "seed": seed}
     settings = {
@@ -438,14 +462,7 @@ def evaluate_study_job(
         **{f"data_{k}": v for k, v in data.items()},
         "n_train": len(splits["train"][0]),
         "n_test": len(splits["test"][0]),
-        "model": run["model"],
-        **run["train"],
-        "final_train_loss": run["history"][-1]["loss"],
-        "diverged": run["diverged"],
-        "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
-        "train_seconds": run["train_seconds"],
-        "device": run["device"],
-        **{k: run.get(k, "") for k in RUN_FACTS},
+        **_run_columns(run),
         **extra,
     }
     df = pd.DataFrame([{**key, **r, **settings} for r in rows])

@@ -35,17 +35,20 @@ def mlp(in_channels: int, num_classes: int, hidden: Sequence[int] = (100, 20)) -
     return nn.Sequential(*layers)
 
 
-def lenet(in_channels: int, num_classes: int) -> nn.Module:
-    """LeNet-5 with max-pooling and ReLU, as in the NAD paper's code."""
+def lenet(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module:
+    """LeNet-5 with max-pooling and ReLU, as in the NAD paper's code. `pool=False` removes both
+    max-pools; the first linear layer then takes all 16x24x24 features."""
+    pooling = [nn.MaxPool2d(2)] if pool else []
+    features = 16 * 5 * 5 if pool else 16 * 24 * 24
     return nn.Sequential(
         nn.Conv2d(in_channels, 6, 5),
         nn.ReLU(),
-        nn.MaxPool2d(2),
+        *pooling,
         nn.Conv2d(6, 16, 5),
         nn.ReLU(),
-        nn.MaxPool2d(2),
+        *[nn.MaxPool2d(2) for _ in pooling],
         nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120),
+        nn.Linear(features, 120),
         nn.ReLU(),
         nn.Linear(120, 84),
         nn.ReLU(),
@@ -54,20 +57,9 @@ def lenet(in_channels: int, num_classes: int) -> nn.Module:
 
 
 def lenet_nopool(in_channels: int, num_classes: int) -> nn.Module:
-    """LeNet without its two max-pools; the first linear layer is wider to take the 16x24x24
-    features (the NAD paper's test of pooling as a source of anisotropy)."""
-    return nn.Sequential(
-        nn.Conv2d(in_channels, 6, 5),
-        nn.ReLU(),
-        nn.Conv2d(6, 16, 5),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(16 * 24 * 24, 120),
-        nn.ReLU(),
-        nn.Linear(120, 84),
-        nn.ReLU(),
-        nn.Linear(84, num_classes),
-    )
+    """LeNet without its two max-pools (the NAD paper's test of pooling as a source of
+    anisotropy)."""
+    return lenet(in_channels, num_classes, pool=False)
 
 
 class _BasicBlock(nn.Module):
