@@ -6,8 +6,10 @@
 Prints seconds per network for (a) a faithful re-implementation of the NAD paper's reference
 method (per network: a new real module, the identity built again, one batch of x0 + h e_k and
 one of x0 - h e_k, 1 024 each, with autograd enabled; then PCA of the sensitivities), (b)
-nadpipe's `dipole` estimator and (c) its `gradient` estimator (many networks at once,
-torch.func), and the ratios (a)/(b) and (a)/(c), all at the same network count.
+nadpipe's `dipole` estimator (probes carried as windows, `nads.windowed`), (b0) the same with
+`windowed: false` (every probe through the whole network, networks batched with torch.func),
+(c) the `gradient` estimator (many networks at once, torch.func), and the ratios (a)/(b) and
+(a)/(c), all at the same network count (the gradient over more networks for LeNet).
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ def main() -> None:
     name = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU, {args.threads} threads"
     print(f"device: {name}; torch {torch.__version__}")
     cpu_default = {"lenet": 32, "resnet18": 2}
-    print(f"{'model':10} {'nets':>6} {'(a) ref s/net':>14} {'(b) dipole':>11} {'(c) gradient':>13}"
-          f" {'(a)/(b)':>8} {'(a)/(c)':>8}")  # fmt: skip
+    print(f"{'model':10} {'nets':>6} {'(a) ref s/net':>14} {'(b) dipole':>11} {'(b0) plain':>11}"
+          f" {'(c) gradient':>13} {'(a)/(b)':>8} {'(a)/(c)':>8}")  # fmt: skip
     for model in args.models:
         n = args.networks or (256 if device.type == "cuda" else cpu_default.get(model, 8))
         build = partial(build_model, model, 1, 1, {})
@@ -82,12 +84,15 @@ def main() -> None:
         sample_sensitivities(build, NadSettings("dipole", n_networks=1), device, False)
         a = reference(build, NadSettings("dipole", **common), device) / n
         b = nadpipe_seconds(build, NadSettings("dipole", **common), device) / n
+        plain = NadSettings("dipole", windowed=False, **common)
+        b0 = nadpipe_seconds(build, plain, device) / n
         grad_n = max(n, 1000 if model == "lenet" else n)  # the gradient is cheap: more networks
         grad_chunk = 500 if model == "lenet" else 64
         grad = {**common, "n_networks": grad_n, "networks_per_chunk": grad_chunk}
         grad_settings = NadSettings("gradient", **grad)
         c = nadpipe_seconds(build, grad_settings, device) / grad_n
-        print(f"{model:10} {n:6d} {a:14.4f} {b:11.4f} {c:13.5f} {a / b:8.2f} {a / c:8.0f}")
+        print(f"{model:10} {n:6d} {a:14.4f} {b:11.4f} {b0:11.4f} {c:13.5f} {a / b:8.2f}"
+              f" {a / c:8.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":

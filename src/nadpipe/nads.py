@@ -22,6 +22,7 @@ from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from .data import SIDE
+from .dipole import WindowedDipole
 from .io import derive_seed, generator
 
 D = SIDE * SIDE
@@ -36,7 +37,8 @@ class NadSettings:
     n_points: int = 1  # evaluation points x0 ~ N(0, I); covariance pooled over them
     seed: int = 0  # seeds x0 and every network's initialisation
     batch_size: int = 1024  # forward passes per chunk of the dipole estimator (memory bound)
-    networks_per_chunk: int = 64  # random networks evaluated together (memory bound)
+    networks_per_chunk: int = 64  # random networks drawn together (memory bound)
+    windowed: bool = True  # dipole: carry each probe's change as a window (nadpipe.dipole)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
@@ -156,10 +158,14 @@ def batched_sensitivities(
     estimator: str,
     step: float,
     batch_size: int,
+    plan: WindowedDipole | None = None,
 ) -> torch.Tensor:
-    """(n, n_points, 1024) sensitivities of n networks given as stacked `params`, all at once
-    (torch.func: vmap over networks of functional_call; buffers shared from `template`, which
-    is in eval mode)."""
+    """(n, n_points, 1024) sensitivities of n networks given as stacked `params` (buffers
+    shared from `template`, which is in eval mode): with a dipole `plan`, one network after
+    another, each probe carried as a window (`nadpipe.dipole`); otherwise all at once
+    (torch.func: vmap over networks of functional_call)."""
+    if estimator == "dipole" and plan is not None:
+        return _windowed_dipole(plan, params, x0, step, batch_size)
     buffers = dict(template.named_buffers())
 
     def logit(p: dict, x: torch.Tensor) -> torch.Tensor:
@@ -184,6 +190,43 @@ def batched_sensitivities(
     return torch.stack(rows, dim=1)
 
 
+def dipole_probes(step: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixels (2048, 2) (row, col) and changes (2048,): x0 + h e_k for every k, then x0 - h e_k
+    (k = row * 32 + col)."""
+    grid = torch.stack(torch.meshgrid(torch.arange(SIDE), torch.arange(SIDE), indexing="ij"))
+    pixels = grid.reshape(2, D).T.repeat(2, 1)
+    deltas = torch.cat([torch.full((D,), step), torch.full((D,), -step)])
+    return pixels.to(device), deltas.to(device)
+
+
+def dipole_plan(template: nn.Module, settings: NadSettings, device) -> WindowedDipole | None:
+    """The windowed plan of the dipole probes through `template`, None when not windowed."""
+    if settings.estimator != "dipole" or not settings.windowed:
+        return None
+    pixels, _ = dipole_probes(settings.step)
+    return WindowedDipole.plan(template, pixels, (SIDE, SIDE), device)
+
+
+@torch.inference_mode()
+def _windowed_dipole(
+    plan: WindowedDipole, params: dict, x0: torch.Tensor, step: float, batch_size: int
+) -> torch.Tensor:
+    pixels, deltas = dipole_probes(step, x0.device)
+    n = next(iter(params.values())).shape[0]
+    out = torch.empty(n, len(x0), D, dtype=torch.float64)
+    for i in range(n):
+        own = {k: v[i] for k, v in params.items()}
+        for j, p in enumerate(x0):
+            f = torch.cat(
+                [
+                    plan(own, p, pixels, deltas, slice(a, a + batch_size))
+                    for a in range(0, 2 * D, batch_size)
+                ]
+            )  # (2048,)
+            out[i, j] = ((f[:D].double() - f[D:].double()) / (2 * step)).cpu()
+    return out
+
+
 def sample_sensitivities(
     build: Callable[[], nn.Module],
     settings: NadSettings,
@@ -203,6 +246,9 @@ def sample_sensitivities(
     if stacked_init(template, [0]) is not None and uses_default_init(
         build, derive_seed("nad-init-check", settings.seed)
     ):
+        plan = dipole_plan(template, settings, device)
+        if plan is not None and progress:
+            print(f"NADs: dipole probes carried as windows through the first {plan.stop} modules")
         bar = tqdm(total=settings.n_networks, desc="NADs", disable=not progress, mininterval=5)
         for start in range(0, settings.n_networks, chunk):
             n = min(chunk, settings.n_networks - start)
@@ -210,7 +256,7 @@ def sample_sensitivities(
             params = {k: v.to(device) for k, v in stacked_init(template, seeds).items()}
             s = batched_sensitivities(
                 template, params, x0.to(device), settings.estimator, settings.step,
-                settings.batch_size,
+                settings.batch_size, plan,
             )  # fmt: skip
             out[start * settings.n_points : (start + n) * settings.n_points] = s.reshape(
                 -1, D

@@ -1,0 +1,128 @@
+import pytest
+import torch
+from torch import nn
+
+from nadpipe.dipole import WindowedDipole
+from nadpipe.models import build_model
+from nadpipe.nads import (
+    NadSettings,
+    batched_sensitivities,
+    dipole_plan,
+    dipole_probes,
+    dipole_sensitivity,
+    stacked_init,
+)
+
+
+def odd_net() -> nn.Sequential:
+    """Every windowed kind: strided, dilated, grouped, unbiased and padded convolutions, batch
+    norm with running statistics, max and average pooling with odd sizes, then modules that
+    end the windows."""
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.LeakyReLU(0.1),
+        nn.Conv2d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2, bias=False),
+        nn.Tanh(),
+        nn.MaxPool2d(3, stride=2),
+        nn.AvgPool2d(2, stride=1),
+        nn.Conv2d(6, 5, 1),
+        nn.GroupNorm(1, 5),
+        nn.Flatten(),
+        nn.LazyLinear(1),
+    )
+
+
+def plain(template: nn.Module, params: dict, x0: torch.Tensor, sel: slice) -> torch.Tensor:
+    pixels, deltas = dipole_probes(100.0)
+    probes = x0.repeat(len(pixels), 1, 1, 1)
+    probes[torch.arange(len(pixels)), 0, pixels[:, 0], pixels[:, 1]] += deltas
+    template.load_state_dict(params)
+    with torch.inference_mode():
+        return template(probes[sel])[:, 0]
+
+
+@pytest.mark.parametrize(
+    ("name", "windowed", "sel"),
+    [
+        ("lenet", 6, slice(None)),  # conv, relu, pool, conv, relu, pool
+        ("lenet_nopool", 4, slice(None)),  # the second conv's windows cover most of its map
+        ("odd", 8, slice(None)),
+        ("resnet18", 3, slice(0, 2048, 97)),  # the stem; its blocks are not windowed
+        ("vgg11", 11, slice(5, 2048, 61)),
+    ],
+)
+def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
+    torch.manual_seed(0)
+    template = odd_net() if name == "odd" else build_model(name, 1, 1, {})
+    template(torch.zeros(2, 1, 32, 32))  # materialise lazy modules
+    for m in template.modules():
+        if isinstance(m, nn.BatchNorm2d):  # statistics other than the identity's
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    template.eval()
+    pixels, deltas = dipole_probes(100.0)
+    plan = WindowedDipole.plan(template, pixels, (32, 32), "cpu")
+    assert plan.stop == windowed
+    x0 = torch.randn(1, 32, 32, generator=torch.Generator().manual_seed(3))
+    params = {k: v.detach().clone() for k, v in template.named_parameters()}
+    params = {k: v + 0.05 * torch.randn_like(v) for k, v in params.items()}  # not the template's
+    with torch.inference_mode():
+        f = plan(params, x0, pixels, deltas, sel)
+    expected = plain(template, {**template.state_dict(), **params}, x0, sel)
+    assert f.shape == expected.shape
+    torch.testing.assert_close(f, expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+    assert expected.std() > 0  # the probes do differ
+
+
+def test_what_is_not_windowed():
+    pixels, _ = dipole_probes(100.0)
+
+    def stop(*modules):
+        plan = WindowedDipole.plan(nn.Sequential(*modules), pixels, (32, 32), "cpu")
+        return None if plan is None else plan.stop
+
+    class MyConv(nn.Conv2d):  # a subclass may compute something else
+        pass
+
+    conv = nn.Conv2d(1, 2, 3)
+    tail = [nn.Flatten(), nn.LazyLinear(1)]
+    assert stop(conv, nn.ReLU(), nn.MaxPool2d(2), *tail) == 3
+    assert stop(MyConv(1, 2, 3), *tail) is None
+    assert stop(nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect"), *tail) is None
+    assert stop(nn.Conv2d(1, 2, 3, padding="same"), *tail) is None
+    assert stop(conv, nn.MaxPool2d(2, ceil_mode=True), *tail) == 1
+    assert stop(conv, nn.AvgPool2d(2, padding=1), *tail) == 1
+    assert stop(conv, nn.BatchNorm2d(2).train(), *tail) == 1
+    assert stop(conv, nn.BatchNorm2d(2).eval(), *tail) == 2
+    assert stop(nn.Flatten(), nn.Linear(1024, 1)) is None  # an MLP: nothing to window
+    assert stop(nn.Conv2d(1, 2, 17), *tail) is None  # covers most of its map at once
+
+    class Wrapped(nn.Module):  # not a plain Sequential: its forward is unknown
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(conv, *tail)
+
+        def forward(self, x):
+            return self.body(x)
+
+    assert WindowedDipole.plan(Wrapped(), pixels, (32, 32), "cpu") is None
+
+
+def test_windowed_estimator_equals_the_real_modules_and_is_the_default():
+    template = build_model("lenet", 1, 1, {}).eval()
+    settings = NadSettings(n_networks=3)
+    plan = dipole_plan(template, settings, "cpu")
+    assert plan is not None and plan.stop == 6
+    assert dipole_plan(template, NadSettings(windowed=False), "cpu") is None
+    assert dipole_plan(template, NadSettings("gradient"), "cpu") is None
+    params = stacked_init(template, [5, 6, 7])
+    x0 = torch.randn(2, 1, 32, 32, generator=torch.Generator().manual_seed(1))
+    windowed = batched_sensitivities(template, params, x0, "dipole", 100.0, 700, plan)
+    whole = batched_sensitivities(template, params, x0, "dipole", 100.0, 512)
+    for k in range(3):
+        net = build_model("lenet", 1, 1, {}).eval()
+        net.load_state_dict({n: v[k] for n, v in params.items()})
+        one = dipole_sensitivity(net, x0, 100.0, 512)
+        for got in (windowed[k], whole[k]):
+            assert torch.allclose(got, one, rtol=1e-4, atol=1e-5 * one.abs().max())
