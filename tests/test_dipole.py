@@ -1,5 +1,6 @@
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nadpipe.dipole import WindowedDipole
@@ -33,6 +34,23 @@ def odd_net() -> nn.Sequential:
     )
 
 
+class Branchy(nn.Module):
+    """Not a Sequential: functional ReLU, a method, sums with a number and of two branches of
+    different reach, a channel concatenation, then a view."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(1, 3, 3, padding=1)
+        self.b = nn.Conv2d(3, 3, 5, padding=2, bias=False)
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(6 * 16 * 16, 1)
+
+    def forward(self, x):
+        h = F.relu(self.a(x)) * 2.0
+        y = torch.cat([self.b(h).tanh() + h, h - 1], dim=1)
+        return self.head(self.pool(y).view(x.shape[0], -1))
+
+
 def plain(template: nn.Module, params: dict, x0: torch.Tensor, sel: slice) -> torch.Tensor:
     pixels, deltas = dipole_probes(100.0)
     probes = x0.repeat(len(pixels), 1, 1, 1)
@@ -48,13 +66,16 @@ def plain(template: nn.Module, params: dict, x0: torch.Tensor, sel: slice) -> to
         ("lenet", 6, slice(None)),  # conv, relu, pool, conv, relu, pool
         ("lenet_nopool", 4, slice(None)),  # the second conv's windows cover most of its map
         ("odd", 8, slice(None)),
-        ("resnet18", 3, slice(0, 2048, 97)),  # the stem; its blocks are not windowed
+        ("branchy", 9, slice(None)),  # a, relu, mul, b, tanh, add, sub, cat, pool
+        ("resnet18", 32, slice(0, 2048, 97)),  # stem, layer1, layer2's first block and a half
         ("vgg11", 11, slice(5, 2048, 61)),
+        ("densenet121", 59, slice(7, 2048, 149)),  # concatenations: the first dense block
     ],
 )
 def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
     torch.manual_seed(0)
-    template = odd_net() if name == "odd" else build_model(name, 1, 1, {})
+    custom = {"odd": odd_net, "branchy": Branchy}
+    template = custom[name]() if name in custom else build_model(name, 1, 1, {})
     template(torch.zeros(2, 1, 32, 32))  # materialise lazy modules
     for m in template.modules():
         if isinstance(m, nn.BatchNorm2d):  # statistics other than the identity's
@@ -63,7 +84,7 @@ def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
     template.eval()
     pixels, deltas = dipole_probes(100.0)
     plan = WindowedDipole.plan(template, pixels, (32, 32), "cpu")
-    assert plan.stop == windowed
+    assert len(plan.windowed) == windowed, plan.windowed
     x0 = torch.randn(1, 32, 32, generator=torch.Generator().manual_seed(3))
     params = {k: v.detach().clone() for k, v in template.named_parameters()}
     params = {k: v + 0.05 * torch.randn_like(v) for k, v in params.items()}  # not the template's
@@ -80,7 +101,7 @@ def test_what_is_not_windowed():
 
     def stop(*modules):
         plan = WindowedDipole.plan(nn.Sequential(*modules), pixels, (32, 32), "cpu")
-        return None if plan is None else plan.stop
+        return None if plan is None else len(plan.windowed)
 
     class MyConv(nn.Conv2d):  # a subclass may compute something else
         pass
@@ -98,22 +119,22 @@ def test_what_is_not_windowed():
     assert stop(nn.Flatten(), nn.Linear(1024, 1)) is None  # an MLP: nothing to window
     assert stop(nn.Conv2d(1, 2, 17), *tail) is None  # covers most of its map at once
 
-    class Wrapped(nn.Module):  # not a plain Sequential: its forward is unknown
+    class Untraceable(nn.Module):  # control flow on values: torch.fx cannot trace it
         def __init__(self):
             super().__init__()
             self.body = nn.Sequential(conv, *tail)
 
         def forward(self, x):
-            return self.body(x)
+            return self.body(x) if x.sum() > 0 else -self.body(x)
 
-    assert WindowedDipole.plan(Wrapped(), pixels, (32, 32), "cpu") is None
+    assert WindowedDipole.plan(Untraceable(), pixels, (32, 32), "cpu") is None
 
 
 def test_windowed_estimator_equals_the_real_modules_and_is_the_default():
     template = build_model("lenet", 1, 1, {}).eval()
     settings = NadSettings(n_networks=3)
     plan = dipole_plan(template, settings, "cpu")
-    assert plan is not None and plan.stop == 6
+    assert plan is not None and plan.windowed == ["0", "1", "2", "3", "4", "5"]
     assert dipole_plan(template, NadSettings(windowed=False), "cpu") is None
     assert dipole_plan(template, NadSettings("gradient"), "cpu") is None
     params = stacked_init(template, [5, 6, 7])

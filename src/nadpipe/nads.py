@@ -248,7 +248,11 @@ def sample_sensitivities(
     ):
         plan = dipole_plan(template, settings, device)
         if plan is not None and progress:
-            print(f"NADs: dipole probes carried as windows through the first {plan.stop} modules")
+            ops = plan.windowed
+            print(
+                f"NADs: dipole probes as windows through {len(ops)} operations "
+                f"({ops[0]} to {ops[-1]})"
+            )
         bar = tqdm(total=settings.n_networks, desc="NADs", disable=not progress, mininterval=5)
         for start in range(0, settings.n_networks, chunk):
             n = min(chunk, settings.n_networks - start)
