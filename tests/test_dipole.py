@@ -89,7 +89,7 @@ def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
     params = {k: v.detach().clone() for k, v in template.named_parameters()}
     params = {k: v + 0.05 * torch.randn_like(v) for k, v in params.items()}  # not the template's
     with torch.inference_mode():
-        f = plan(params, x0, pixels, deltas, sel)
+        f = plan(params, x0, deltas, sel)
     expected = plain(template, {**template.state_dict(), **params}, x0, sel)
     assert f.shape == expected.shape
     torch.testing.assert_close(f, expected, rtol=0, atol=1e-5 * expected.abs().max().item())

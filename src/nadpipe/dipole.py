@@ -173,8 +173,8 @@ class _Step:
 class WindowedDipole:
     """The plan for one template and set of probe pixels; `__call__` evaluates one network."""
 
-    def __init__(self, template: nn.Module, graph: fx.Graph, steps: list[_Step], cells: dict):
-        self.template, self.graph, self.steps = template, graph, steps
+    def __init__(self, template: nn.Module, pixels, steps: list[_Step], cells: dict):
+        self.template, self.pixels, self.steps = template, pixels, steps  # pixels (n, 2)
         self.cells = cells  # node -> (n, h * w) flat map positions of its windows
         # values no longer needed after each step (freed, as a plain forward frees them)
         last = {a: i for i, s in enumerate(steps) for a in s.node.all_input_nodes}
@@ -218,11 +218,12 @@ class WindowedDipole:
             else:
                 axes[node] = step.axes
             steps.append(step)
-        if len(axes) <= 1 or not any(s.regions and s.regions[0] for s in steps):
+        if not any(r is not None for s in steps for r in s.regions):
             return None
+        mode = {s.node: s.mode for s in steps}
         cells = {}
         for node, (rows, cols) in axes.items():
-            if any(_mode(steps, u) == "full" for u in node.users):
+            if any(mode[u] == "full" for u in node.users):
                 cells[node] = (
                     (rows.cells()[:, :, None] * cols.length + cols.cells()[:, None, :])
                     .flatten(1)
@@ -230,26 +231,25 @@ class WindowedDipole:
                 )
         for s in steps:
             s.regions = [r and r.to(device) for r in s.regions]
-        return cls(template, graph, steps, cells)
+        return cls(template, pixels.to(device), steps, cells)
 
     def __call__(
         self,
         params: dict[str, torch.Tensor],
         x0: torch.Tensor,
-        pixels: torch.Tensor,
         deltas: torch.Tensor,
         sel: slice,
     ) -> torch.Tensor:
         """(n,) logit 0 of the network with `params` at x0 (C, H, W) with `deltas` (n,) added
-        at `pixels` (n, 2) (channel 0), for the probes `sel` of the plan."""
-        pix = pixels[sel]
+        at the plan's pixels (channel 0), for the probes `sel`."""
+        pix = self.pixels[sel]
         window = x0[:, pix[:, 0], pix[:, 1]].T.clone()  # each probe's 1x1 window of the input
         window[:, 0] += deltas[sel]
         win: dict[fx.Node, tuple[torch.Tensor, torch.Tensor]] = {}  # node -> (base, window)
         full: dict[fx.Node, object] = {}
 
-        def value(a):  # a node's value on every probe
-            if isinstance(a, fx.Node) and a not in full:
+        def value(a: fx.Node):  # a node's value on every probe
+            if a not in full:
                 base, w = win[a]
                 n = len(w)
                 # (n, C, H * W), the layout a plain forward has
@@ -257,7 +257,7 @@ class WindowedDipole:
                 cells = self.cells[a][sel][:, None, :].expand(-1, w.shape[2], -1)
                 maps.scatter_(2, cells, w.transpose(1, 2))
                 full[a] = maps.unflatten(2, base.shape[2:])
-            return full[a] if isinstance(a, fx.Node) else a
+            return full[a]
 
         for step, done in zip(self.steps, self.done, strict=True):
             node = step.node
@@ -279,10 +279,6 @@ class WindowedDipole:
 
 def _label(node: fx.Node) -> str:
     return str(node.target) if node.op == "call_module" else node.name
-
-
-def _mode(steps: list[_Step], node: fx.Node) -> str:
-    return next(s.mode for s in steps if s.node is node)
 
 
 def _window_step(node: fx.Node, modules: dict, axes: dict) -> _Step | None:

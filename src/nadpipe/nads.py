@@ -211,7 +211,9 @@ def dipole_plan(template: nn.Module, settings: NadSettings, device) -> WindowedD
 def _windowed_dipole(
     plan: WindowedDipole, params: dict, x0: torch.Tensor, step: float, batch_size: int
 ) -> torch.Tensor:
-    pixels, deltas = dipole_probes(step, x0.device)
+    """(n, n_points, 1024) dipole sensitivities, one network after another (each one's 2 048
+    probes in chunks of `batch_size`)."""
+    _, deltas = dipole_probes(step, x0.device)
     n = next(iter(params.values())).shape[0]
     out = torch.empty(n, len(x0), D, dtype=torch.float64)
     for i in range(n):
@@ -219,7 +221,7 @@ def _windowed_dipole(
         for j, p in enumerate(x0):
             f = torch.cat(
                 [
-                    plan(own, p, pixels, deltas, slice(a, a + batch_size))
+                    plan(own, p, deltas, slice(a, a + batch_size))
                     for a in range(0, 2 * D, batch_size)
                 ]
             )  # (2048,)
