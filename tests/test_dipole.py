@@ -139,7 +139,9 @@ def test_windowed_estimator_equals_the_real_modules_and_is_the_default():
     assert dipole_plan(template, NadSettings("gradient"), "cpu") is None
     params = stacked_init(template, [5, 6, 7])
     x0 = torch.randn(2, 1, 32, 32, generator=torch.Generator().manual_seed(1))
-    windowed = batched_sensitivities(template, params, x0, "dipole", 100.0, 700, plan)
+    told = []  # progress, network by network
+    windowed = batched_sensitivities(template, params, x0, "dipole", 100.0, 700, plan, told.append)
+    assert told == [1, 1, 1]
     whole = batched_sensitivities(template, params, x0, "dipole", 100.0, 512)
     for k in range(3):
         net = build_model("lenet", 1, 1, {}).eval()

@@ -159,13 +159,15 @@ def batched_sensitivities(
     step: float,
     batch_size: int,
     plan: WindowedDipole | None = None,
+    done: Callable[[int], object] = lambda n: None,
 ) -> torch.Tensor:
     """(n, n_points, 1024) sensitivities of n networks given as stacked `params` (buffers
     shared from `template`, which is in eval mode): with a dipole `plan`, one network after
     another, each probe carried as a window (`nadpipe.dipole`); otherwise all at once
-    (torch.func: vmap over networks of functional_call)."""
+    (torch.func: vmap over networks of functional_call). `done(k)` is told as k more networks
+    are done."""
     if estimator == "dipole" and plan is not None:
-        return _windowed_dipole(plan, params, x0, step, batch_size)
+        return _windowed_dipole(plan, params, x0, step, batch_size, done)
     buffers = dict(template.named_buffers())
 
     def logit(p: dict, x: torch.Tensor) -> torch.Tensor:
@@ -174,6 +176,7 @@ def batched_sensitivities(
     if estimator == "gradient":
         # eval mode: points are independent, so the gradient of the sum is per-point
         g = vmap(grad(lambda p, x: logit(p, x).sum(), argnums=1), in_dims=(0, None))(params, x0)
+        done(g.shape[0])
         return g.reshape(g.shape[0], len(x0), D).double()
     eye = torch.eye(D, device=x0.device).reshape(D, 1, SIDE, SIDE) * step
     n = next(iter(params.values())).shape[0]
@@ -187,6 +190,7 @@ def batched_sensitivities(
                 dim=1,
             )  # (n, 2048)
             rows.append((f[:, :D].double() - f[:, D:].double()) / (2 * step))
+    done(n)
     return torch.stack(rows, dim=1)
 
 
@@ -209,7 +213,12 @@ def dipole_plan(template: nn.Module, settings: NadSettings, device) -> WindowedD
 
 @torch.inference_mode()
 def _windowed_dipole(
-    plan: WindowedDipole, params: dict, x0: torch.Tensor, step: float, batch_size: int
+    plan: WindowedDipole,
+    params: dict,
+    x0: torch.Tensor,
+    step: float,
+    batch_size: int,
+    done: Callable[[int], object],
 ) -> torch.Tensor:
     """(n, n_points, 1024) dipole sensitivities, one network after another (each one's 2 048
     probes in chunks of `batch_size`)."""
@@ -226,6 +235,7 @@ def _windowed_dipole(
                 ]
             )  # (2048,)
             out[i, j] = ((f[:D].double() - f[D:].double()) / (2 * step)).cpu()
+        done(1)
     return out
 
 
@@ -262,12 +272,11 @@ def sample_sensitivities(
             params = {k: v.to(device) for k, v in stacked_init(template, seeds).items()}
             s = batched_sensitivities(
                 template, params, x0.to(device), settings.estimator, settings.step,
-                settings.batch_size, plan,
+                settings.batch_size, plan, bar.update,
             )  # fmt: skip
             out[start * settings.n_points : (start + n) * settings.n_points] = s.reshape(
                 -1, D
             ).cpu()
-            bar.update(n)
         bar.close()
         return out
     print("NADs: a module's default init is unknown or overridden: one network at a time")
