@@ -36,7 +36,8 @@ def odd_net() -> nn.Sequential:
 
 class Branchy(nn.Module):
     """Not a Sequential: functional ReLU, a method, sums with a number and of two branches of
-    different reach, a channel concatenation, then a view."""
+    different reach, a channel concatenation, then a view, and a parameter and a buffer read
+    in `forward` (graph attributes)."""
 
     def __init__(self):
         super().__init__()
@@ -44,11 +45,13 @@ class Branchy(nn.Module):
         self.b = nn.Conv2d(3, 3, 5, padding=2, bias=False)
         self.pool = nn.MaxPool2d(2)
         self.head = nn.Linear(6 * 16 * 16, 1)
+        self.gain = nn.Parameter(torch.ones(1))
+        self.register_buffer("shift", torch.full((1,), 0.5))
 
     def forward(self, x):
         h = F.relu(self.a(x)) * 2.0
         y = torch.cat([self.b(h).tanh() + h, h - 1], dim=1)
-        return self.head(self.pool(y).view(x.shape[0], -1))
+        return self.head(self.pool(y).view(x.shape[0], -1)) * self.gain + self.shift
 
 
 def plain(template: nn.Module, params: dict, x0: torch.Tensor, sel: slice) -> torch.Tensor:

@@ -91,11 +91,13 @@ class _Axis:
         lo, hi = torch.minimum(self.lo, other.lo), torch.maximum(self.hi, other.hi)
         return _Axis.around(lo, hi, self.length)
 
-    def cover(self) -> float:
-        return self.size / self.length
-
     def cells(self) -> torch.Tensor:
         return self.off[:, None] + torch.arange(self.size)  # (n, size)
+
+
+def _too_wide(rows: _Axis, cols: _Axis) -> bool:
+    """Whether windows this large cost more than the full maps (MAX_COVER)."""
+    return rows.size * cols.size > MAX_COVER * rows.length * cols.length
 
 
 @dataclass
@@ -298,7 +300,7 @@ def _window_step(node: fx.Node, modules: dict, axes: dict) -> _Step | None:
             return None
         src = axes[tensors[0]]
         dst = tuple(a.through(k, s, p, d) for a, k, s, p, d in zip(src, *geom, strict=True))
-        if type(m) is nn.Conv2d and dst[0].cover() * dst[1].cover() > MAX_COVER:
+        if type(m) is nn.Conv2d and _too_wide(*dst):
             return None  # (pooling only shrinks the maps: always windowed)
         return _Step(node, "window", [_Regions.build(src, dst, geom)], dst)
     function = node.op == "call_function"
@@ -325,7 +327,7 @@ def _union_step(node: fx.Node, tensors: list[fx.Node], axes: dict) -> _Step | No
     rows, cols = axes[tensors[0]]
     for a in tensors[1:]:
         rows, cols = rows.union(axes[a][0]), cols.union(axes[a][1])
-    if rows.cover() * cols.cover() > MAX_COVER:
+    if _too_wide(rows, cols):
         return None
     regions = [_Regions.build(axes[a], (rows, cols), IDENTITY) for a in tensors]
     return _Step(node, "window", regions, (rows, cols))
@@ -346,7 +348,7 @@ def _window_value(node, step, win, params, template, sel):
                 ..., 0
             ].transpose(1, 2)
         return m(base), m(w)  # elementwise: any layout will do
-    if step.regions == [None]:  # pointwise function or method, or with a number
+    if step.regions[0] is None:  # pointwise function or method, or with a number
         base, w = win[tensors[0]]
         f = getattr(torch.Tensor, node.target) if node.op == "call_method" else node.target
         return tuple(
@@ -375,15 +377,11 @@ def _run(node: fx.Node, args, kwargs, params, template):
         return getattr(args[0], node.target)(*args[1:], **kwargs)
     if node.op == "get_attr":
         return (
-            params.get(node.target, None) if node.target in params else _attr(template, node.target)
+            params[node.target]
+            if node.target in params
+            else operator.attrgetter(node.target)(template)
         )
     raise ValueError(f"unexpected graph node {node.op}")
-
-
-def _attr(module: nn.Module, target: str):
-    for part in target.split("."):
-        module = getattr(module, part)
-    return module
 
 
 def _sub_params(params: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:

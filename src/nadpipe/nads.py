@@ -58,6 +58,12 @@ def init_network(build: Callable[[], nn.Module], settings: NadSettings, k: int) 
     return build().eval()
 
 
+def central_difference(f: torch.Tensor, step: float) -> torch.Tensor:
+    """(..., 1024) (f(x0 + h e_k) - f(x0 - h e_k)) / 2h in float64 from f (..., 2048) of the
+    probes x0 + h e_k, then x0 - h e_k."""
+    return (f[..., :D].double() - f[..., D:].double()) / (2 * step)
+
+
 @torch.inference_mode()
 def dipole_sensitivity(
     net: nn.Module, x0: torch.Tensor, step: float, batch_size: int
@@ -69,7 +75,7 @@ def dipole_sensitivity(
     for p in x0.to(device):
         probes = torch.cat([p + eye, p - eye])  # (2048, 1, 32, 32): x0 + h e_k, then x0 - h e_k
         f = torch.cat([net(chunk)[:, 0] for chunk in probes.split(batch_size)])
-        rows.append((f[:D].double() - f[D:].double()) / (2 * step))
+        rows.append(central_difference(f, step))
     return torch.stack(rows).cpu()
 
 
@@ -189,7 +195,7 @@ def batched_sensitivities(
                 [vmap(logit, in_dims=(0, None))(params, c) for c in probes.split(per_call)],
                 dim=1,
             )  # (n, 2048)
-            rows.append((f[:, :D].double() - f[:, D:].double()) / (2 * step))
+            rows.append(central_difference(f, step))
     done(n)
     return torch.stack(rows, dim=1)
 
@@ -234,7 +240,7 @@ def _windowed_dipole(
                     for a in range(0, 2 * D, batch_size)
                 ]
             )  # (2048,)
-            out[i, j] = ((f[:D].double() - f[D:].double()) / (2 * step)).cpu()
+            out[i, j] = central_difference(f, step).cpu()
         done(1)
     return out
 
