@@ -1,5 +1,4 @@
-# nadpipe: NADs per architecture -> datasets per NAD pair -> train -> evaluate -> aggregate -> plot;
-# the per-model studies (CIFAR-10, NAD validation): NADs -> train -> evaluate -> aggregate -> plot.
+# nadpipe: for every study of the config, NADs -> train -> evaluate -> aggregate -> plot.
 # Run:  snakemake --cores all      (config.yaml; another config: --configfile configs/X.yaml)
 
 
@@ -11,6 +10,9 @@ min_version("8.10")
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/nads.smk"
 include: "workflow/rules/datasets.smk"
@@ -18,14 +20,17 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/plots.smk"
-include: "workflow/rules/studies.smk"
 
 
 rule all:
     default_target: True
     input:
-        final_outputs(),
+        PLAN.final_outputs(),
 
 
 onsuccess:
-    print("\nnadpipe finished. Results:\n  " + "\n  ".join(final_outputs()))
+    print(end_of_run(True))
+
+
+onerror:
+    print(end_of_run(False))

@@ -7,12 +7,13 @@ Prints samples/s for (a) a reference loop in the style of the NAD paper's code (
 indexed per sample through a DataLoader with 2 workers, one model, .item() every batch), (b)
 nadpipe's single-model loop and (c) nadpipe's 3-seed ensemble (3 models' samples per second), the
 ratios to (a), ResNet-18's achieved fraction of the device's peak FLOP rate, and the start-up
-cost of one pipeline job.
+cost of one pipeline job, cold and handed to the warm server (nadpipe.worker).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -23,10 +24,11 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.flop_counter import FlopCounterMode
 
-from nadpipe.data import PairSpec
-from nadpipe.ensemble import train_ensemble
+from nadpipe.data import pair_splits
+from nadpipe.io import generator
 from nadpipe.models import build_model
-from nadpipe.train import TrainSettings, init_seed, train_model, triangular_lr
+from nadpipe.settings import Shape, TrainSettings
+from nadpipe.train import init_seed, lr_factor, train, train_one
 
 # dense peak FLOP/s by device name (fp32 without tensor cores; bf16 dense tensor cores)
 GPU_PEAKS = {"H100": {"fp32": 67e12, "bf16": 989e12}, "H200": {"fp32": 67e12, "bf16": 989e12}}
@@ -45,18 +47,28 @@ class PerSample(Dataset):
 
 def reference_loop(net, x, y, settings, device):
     """The NAD paper's training loop, as its code does it."""
-    loader = DataLoader(PerSample(x, y), batch_size=settings.batch_size, shuffle=True,
-                        num_workers=2, pin_memory=device.type == "cuda")  # fmt: skip
-    opt = torch.optim.SGD(net.parameters(), lr=settings.lr_max, momentum=settings.momentum,
-                          weight_decay=settings.weight_decay)  # fmt: skip
+    loader = DataLoader(
+        PerSample(x, y),
+        batch_size=settings.batch_size,
+        shuffle=True,
+        num_workers=2,
+        pin_memory=device.type == "cuda",
+    )
+    opt = torch.optim.SGD(
+        net.parameters(),
+        lr=settings.lr_max,
+        momentum=settings.momentum,
+        weight_decay=settings.weight_decay,
+    )
     total = settings.epochs * len(loader)
+    factor = lr_factor("triangular", total)
     step = 0
     for _ in range(settings.epochs):
         net.train()
         loss_sum = acc_sum = seen = 0
         for inputs, targets in loader:
             inputs, targets = inputs.to(device), targets.to(device)
-            opt.param_groups[0]["lr"] = triangular_lr(step, total, settings.lr_max)
+            opt.param_groups[0]["lr"] = settings.lr_max * factor(step)
             out = net(inputs)
             loss = F.cross_entropy(out, targets)
             opt.zero_grad()
@@ -74,7 +86,11 @@ def data(n, seeds, device):
     v1, v2 = (
         torch.nn.functional.normalize(torch.randn(1024, generator=g), dim=0) for _ in range(2)
     )
-    sets = [PairSpec(v1, v2, 1.0, 0.5, 1.0, n, 2, seed=s).generate()["train"] for s in seeds]
+    shape, sizes = Shape(1, 32, 32), {"train": n}
+    sets = [
+        pair_splits(v1, v2, shape, 1.0, 0.5, 1.0, sizes, generator("pair-data", s))["train"]
+        for s in seeds
+    ]
     return torch.stack([x for x, _ in sets]).to(device), torch.stack([y for _, y in sets]).to(
         device
     )
@@ -111,13 +127,35 @@ def peak_flops(device) -> tuple[float, str]:
     return 2 * 4096**3 / t, "CPU: best fp32 4096^2 matmul measured now"
 
 
-def startup_seconds() -> float:
-    runs = []
-    for _ in range(3):
+def startup_seconds() -> tuple[float, float]:
+    """Median seconds of 5 starts of a job that does nothing: cold (a new Python importing the
+    job modules, as a job without the warm server) and warm (a job handed to a server of
+    nadpipe.worker, as the workflow's jobs on one machine)."""
+    job = "from nadpipe import worker; worker.run('nadpipe.io:derive_seed', 'x')"
+    cold, warm = [], []
+    for _ in range(5):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import nadpipe.jobs"], check=True)
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs)
+        subprocess.run([sys.executable, "-c", "import nadpipe.jobs, nadpipe.plots"], check=True)
+        cold.append(time.perf_counter() - start)
+    server = subprocess.run(
+        [sys.executable, "-c", WARM.format(job=job)], check=True, capture_output=True, text=True
+    )
+    warm = [float(x) for x in server.stdout.split()]
+    return statistics.median(cold), statistics.median(warm)
+
+
+WARM = """
+import os, subprocess, sys, time
+from nadpipe import worker
+proc = worker.start("/tmp/nadpipe-bench-{pid}")
+while os.path.exists(os.environ[worker.ENV].rsplit(":", 1)[0] + ".starting"):
+    time.sleep(0.05)
+for _ in range(5):
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "{job}"], check=True)
+    print(time.perf_counter() - start)
+proc.terminate()
+""".replace("{pid}", str(os.getpid()))
 
 
 def bench_model(model: str, n: int, epochs: int, device: torch.device) -> dict:
@@ -131,10 +169,10 @@ def bench_model(model: str, n: int, epochs: int, device: torch.device) -> dict:
         reference_loop(fresh(model, 0, device), x_cpu, y_cpu, s, device)
 
     def single():
-        train_model(fresh(model, 0, device), xs[0], ys[0], s, 0, progress=False)
+        train_one(fresh(model, 0, device), xs[0], ys[0], s, 0)
 
     def ensemble():
-        train_ensemble([fresh(model, k, device) for k in seeds], xs, ys, s, seeds, progress=False)
+        train([fresh(model, k, device) for k in seeds], xs, ys, s, seeds, progress=False)
 
     samples = n * epochs
     row = {
@@ -181,7 +219,11 @@ def main() -> None:
     for r in rows:
         if "flop_fraction" in r:
             print(f"\n{r['model']} (b): {100 * r['flop_fraction']:.1f}% of peak ({r['peak_note']})")
-    print(f"start-up of one job (import nadpipe.jobs, median of 3): {startup_seconds():.2f}s")
+    cold, warm = startup_seconds()
+    print(
+        f"start-up of a job that does nothing, median of 5: cold (a new Python importing "
+        f"nadpipe's job modules) {cold:.2f}s, handed to the warm server {warm:.2f}s"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,16 @@ from test_workflow import planned, snakemake
 
 from nadpipe import cifar
 from nadpipe import config as nc
+from nadpipe.settings import CifarData, Shape
+from nadpipe.studies import REGISTRY, DataSpec
+
+SHAPE = Shape(1, 32, 32)
+
+
+def study_data(study, variant, seed, settings, data, vectors):
+    return REGISTRY[study].build(
+        DataSpec(study, variant, seed, SHAPE, tuple(settings.items()), data), vectors
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,22 +58,22 @@ def test_official_md5_check_rejects_other_files_with_a_hint(mini_root):
 
 
 def test_splits_subset_scale_and_normalise(mini_root):
-    s = cifar.CifarSettings(root=mini_root, verify_md5=False, n_train=100, n_test=50)
+    s = CifarData(root=mini_root, verify_md5=False, n_train=100, n_test=50)
     splits = cifar.load_splits(s)
     x, _ = splits["train"]
     assert x.shape == (100, 3, 32, 32) and 0 <= x.min() and x.max() <= 1
     z = cifar.normalise(x, s)
     assert torch.allclose(z[:, 0], (x[:, 0] - 0.4914) / 0.2470)
-    raw = cifar.CifarSettings(root=mini_root, verify_md5=False, mean=None, std=None)
+    raw = CifarData(root=mini_root, verify_md5=False, mean=None, std=None)
     assert torch.equal(cifar.normalise(x, raw), x)
     with pytest.raises(ValueError, match="n_train = 1000 but .* holds 300"):
-        cifar.load_splits(cifar.CifarSettings(root=mini_root, verify_md5=False, n_train=1000))
+        cifar.load_splits(CifarData(root=mini_root, verify_md5=False, n_train=1000))
 
 
 def test_cifar_nad_adds_a_d_of_v_channel_with_the_binary_label(mini_root):
     vectors = orthonormal_basis()
-    s = cifar.CifarSettings(root=mini_root, verify_md5=False)
-    data = cifar.study_data("cifar_nad", "k5", 0, {"eps": 1.5, "sigma": 2.0}, s, vectors)
+    s = CifarData(root=mini_root, verify_md5=False)
+    data = study_data("cifar_nad", "k5", 0, {"eps": 1.5, "sigma": 2.0}, s, vectors)
     x, y = data["train"]
     _, classes = cifar.load_cifar10(mini_root, train=True, verify_md5=False)
     assert torch.equal(y, (classes >= 5).long())  # -1 for classes 0-4, +1 for 5-9
@@ -73,9 +83,9 @@ def test_cifar_nad_adds_a_d_of_v_channel_with_the_binary_label(mini_root):
     rest = x[:, 3].reshape(300, -1).double() - coef[:, None] * vectors[5].double()
     assert 1.9 < rest.std() < 2.1  # sigma orthogonal to v
     assert torch.allclose(x[:, :3], cifar.normalise(cifar.load_splits(s)["train"][0], s))
-    again = cifar.study_data("cifar_nad", "k5", 0, {"eps": 1.5, "sigma": 2.0}, s, vectors)
+    again = study_data("cifar_nad", "k5", 0, {"eps": 1.5, "sigma": 2.0}, s, vectors)
     assert torch.equal(again["test"][0], data["test"][0])  # seeded: the same bytes
-    other = cifar.study_data("cifar_nad", "k5", 1, {"eps": 1.5, "sigma": 2.0}, s, vectors)
+    other = study_data("cifar_nad", "k5", 1, {"eps": 1.5, "sigma": 2.0}, s, vectors)
     assert not torch.equal(other["test"][0][:, 3], data["test"][0][:, 3])
 
 
@@ -83,8 +93,8 @@ def test_poisoned_training_images_carry_a_class_code_and_the_test_set_is_clean(m
     vectors = orthonormal_basis()
     carriers = {cifar.carrier(c) for c in range(10)}
     assert len(carriers) == 10  # ten distinct (NAD offset, channel, sign)
-    s = cifar.CifarSettings(root=mini_root, verify_md5=False, mean=None, std=None)
-    data = cifar.study_data("poison", "i7", 0, {"eps": 0.05}, s, vectors)
+    s = CifarData(root=mini_root, verify_md5=False, mean=None, std=None)
+    data = study_data("poison", "p7", 0, {"eps": 0.05}, s, vectors)
     clean = cifar.load_splits(s)
     assert torch.equal(data["test"][0], clean["test"][0])
     x, classes = data["train"]
@@ -109,9 +119,9 @@ def test_flip_reverses_the_nad_coefficients(mini_root):
     img = vectors[3].reshape(1, 1, 32, 32).repeat(1, 3, 1, 1)
     out = cifar.flip_images(img, m)
     assert torch.allclose(out[0, 1].flatten(), vectors[1020], atol=1e-5)  # NAD 3 -> NAD 1020
-    s = cifar.CifarSettings(root=mini_root, verify_md5=False)
-    flipped = cifar.study_data("flip", "flipped", 0, {}, s, vectors)
-    original = cifar.study_data("flip", "original", 0, {}, s, vectors)
+    s = CifarData(root=mini_root, verify_md5=False)
+    flipped = study_data("flip", "flipped", 0, {}, s, vectors)
+    original = study_data("flip", "original", 0, {}, s, vectors)
     x, xf = original["test"][0], flipped["test"][0]
     assert torch.allclose(cifar.flip_images(xf, m), x, atol=1e-4)  # flipping twice: identity
     assert torch.allclose(xf.norm(), x.norm(), rtol=1e-5)  # orthogonal
@@ -126,40 +136,43 @@ def test_an_enabled_cifar_study_without_data_stops_naming_the_key(tmp_path):
     assert "'cifar10.root'" in msg and "cifar-10-batches-py" in msg and "data_batch_1" in msg
     assert "cifar10.download: true" in msg and "cifar-10-python.tar.gz" in msg
     cfg["cifar10"]["download"] = True  # then a download job is planned instead
-    assert nc.load_config(cfg, SCHEMA)["cifar10"]["download"]
+    assert nc.load_config(cfg, SCHEMA)[0].cifar10.download
     cfg["cifar_nad"]["enabled"] = False
     cfg["cifar10"]["download"] = False  # a disabled study needs no data
     nc.load_config(cfg, SCHEMA)
 
 
-def test_cifar_study_settings_and_paper_configs():
+def test_cifar_study_settings_and_paper_configs(mini_root):
     base = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg = nc.load_config(base, SCHEMA)
-    assert not any(cfg[s]["enabled"] for s in cifar.STUDIES)  # the default run needs no CIFAR
-    assert cfg["cifar_nad"]["train"]["lr_max"] == 0.15
-    assert nc.study_data(cfg, "cifar_nad", "lenet") == {"eps": 1.0, "sigma": 1.0}
-    assert nc.study_data(cfg, "cifar_nad", "resnet18") == {"eps": 1.0, "sigma": 3.0}
-    assert nc.train_settings(cfg, "cifar_nad", "mlp").epochs == 60
-    assert nc.train_settings(cfg, "poison", "resnet18").lr_max == 0.21
+    cfg = nc.load_config(base, SCHEMA)[0]
+    assert not any(cfg.studies[s].enabled for s in ("cifar_nad", "poison", "flip"))
+    assert cfg.studies["cifar_nad"].train.lr_max == 0.15
+    study = REGISTRY["cifar_nad"]
+    assert study.data_settings(cfg.studies["cifar_nad"], "lenet") == {"eps": 1.0, "sigma": 1.0}
+    assert study.data_settings(cfg.studies["cifar_nad"], "resnet18") == {"eps": 1.0, "sigma": 3.0}
+    assert cfg.studies["cifar_nad"].train_for("mlp").epochs == 60
+    assert cfg.studies["poison"].train_for("resnet18").lr_max == 0.21
+    on = {"poison": {"enabled": True, "indices": [1023]}, "cifar10": {"root": mini_root}}
     with pytest.raises(nc.ConfigError, match=r"poison.indices.0.*maximum of 1022"):
-        nc.load_config({"poison": {"indices": [1023]}}, SCHEMA)
+        nc.load_config(on, SCHEMA)
     for name in ("paper_sec4", "paper_poison", "paper_flip"):
         paper = copy.deepcopy(base)  # merged as --configfile merges it
         update_config(paper, yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()))
-        paper = nc.validate(paper, SCHEMA)  # the data are not here: schema only
-        enabled = [s for s in ("nad_pairs", *cifar.STUDIES) if paper[s]["enabled"]]
+        paper = nc.build(nc.validate(paper, SCHEMA))  # the data are not here: schema only
+        enabled = [
+            s for s in ("nad_pairs", "cifar_nad", "poison", "flip") if paper.studies[s].enabled
+        ]
         assert len(enabled) == 1, name
         if name == "paper_sec4":
-            assert paper["cifar10"]["n_train"] is None and paper["architectures"]["mlp"][
-                "kwargs"
-            ] == {"hidden": [200, 50]}
+            assert paper.cifar10.n_train is None
+            assert paper.architectures["mlp"].kwargs == {"hidden": [200, 50]}
 
 
 MINI_STUDIES = {
     "nads": {"n_networks": 40},
     "nad_pairs": {"enabled": False},
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}},
-    "analysis": {"n_points": 40},
+    "analysis": {"n_points": 40, "nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1023]]}},
     "cifar_nad": {
         "enabled": True,
         "architectures": ["mlp", "lenet"],
@@ -173,7 +186,7 @@ MINI_STUDIES = {
         "architectures": ["lenet"],
         "indices": [0, 30],
         "train": {"epochs": 2, "lr_max": 0.05},
-    },  # fmt: skip
+    },
     "flip": {"enabled": True, "architectures": ["lenet"], "train": {"epochs": 2}},
 }
 
@@ -194,8 +207,11 @@ def test_the_three_studies_run_end_to_end_on_the_generated_cifar(studies):
     assert set(df["nad_k"]) == {0, 30} and set(df["seed"]) == {0, 1}
     assert df["accuracy"].between(0, 1).all() and (df["n_train"] == 300).all()
     assert df["v_vs_cifar_reliance_deg"].between(0, 90).all()
-    assert set(df.loc[df["arch"] == "lenet", "data_sigma"]) == {1.0}  # paper: sigma 1 for LeNet
-    assert set(df.loc[df["arch"] == "mlp", "data_sigma"]) == {3.0}
+    # which NADs the models use: accuracy with each band removed, and with it alone kept
+    bands = ["band_without_0_9", "band_only_0_9", "band_without_10_1023", "band_only_10_1023"]
+    assert df[bands].stack().between(0, 1).all()
+    assert set(df.loc[df["arch"] == "lenet", "sigma"]) == {1.0}  # paper: sigma 1 for LeNet
+    assert set(df.loc[df["arch"] == "mlp", "sigma"]) == {3.0}
     # the generated classes differ in mean colour: the CIFAR part is learnable by itself
     test = df[df["split"] == "test"]
     cifar_only = test[(test["arch"] == "mlp") & (test["condition"] == "cifar_only")]
@@ -216,27 +232,33 @@ def test_cifar_changes_replan_only_what_they_touch(studies):
     assert planned(studies) == {}
     # one more poisoned index: one training, its evaluation, the poison table and figure
     assert planned(studies, {"poison": {"indices": [0, 30, 60]}}) == {
-        "train_model": 1,
-        "evaluate_model": 1,
-        "aggregate_study": 1,
-        "plot_study": 1,
+        "train": 1,
+        "evaluate": 1,
+        "aggregate": 1,
+        "plot": 1,
+        "report_summary": 1,
+        "report_landing": 1,
         "resolved_config": 1,
     }
     # LeNet's sigma in cifar_nad: its 4 models only
     change = {"cifar_nad": {"sigma_per_arch": {"lenet": 2.0}}}
-    assert planned(studies, change)["train_model"] == 4
+    assert planned(studies, change)["train"] == 4
 
 
 def test_missing_cifar_stops_snakemake_before_any_job_or_plans_a_download(tmp_path):
-    config = {"nad_pairs": {"enabled": False}, "flip": {"enabled": True}, "nads": {"n_networks": 8},
-              "cifar10": {"root": "data/missing"}}  # fmt: skip
+    config = {
+        "nad_pairs": {"enabled": False},
+        "flip": {"enabled": True},
+        "nads": {"n_networks": 22},
+        "cifar10": {"root": "data/missing"},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     res = snakemake(tmp_path, "--cores", "1", check=False)
     assert res.returncode != 0
     assert "config key 'cifar10.root': CIFAR-10 not found under 'data/missing'" in res.stderr
     assert not (tmp_path / "results").exists()
     jobs = planned(tmp_path, {"cifar10": {"download": True}})
-    assert jobs["cifar10_download"] == 1 and jobs["train_model"] == 4  # 2 archs x 2 variants
+    assert jobs["cifar10_download"] == 1 and jobs["train"] == 4  # 2 archs x 2 variants
 
 
 def test_report_holds_the_cifar_figures_with_captions(studies):
@@ -247,19 +269,9 @@ def test_report_holds_the_cifar_figures_with_captions(studies):
     assert "NAD poisoning for lenet" in html and "NAD-flipped CIFAR-10 for lenet" in html
 
 
-def test_fourier_directions_are_unit_real_dft_basis_vectors():
-    from nadpipe.directions import fourier_direction
-
-    v = fourier_direction(3, 5).double()
-    assert abs(v.norm().item() - 1) < 1e-6
-    spectrum = torch.fft.fft2(v.reshape(32, 32)).abs()
-    peaks = {tuple(int(i) for i in idx) for idx in (spectrum > 1).nonzero()}
-    assert peaks == {(3, 5), (29, 27)}  # the frequency and its mirror only
-    assert torch.allclose(fourier_direction(0, 0), torch.full((1024,), 1 / 32))
-
-
 VALIDATION = {
     "nads": {"n_networks": 40},
+    "analysis": {"nad_bands": {"enabled": True, "bands": [[0, 0], [1, 1023]]}},
     "nad_pairs": {"enabled": False},
     "single_direction": {
         "enabled": True,
@@ -278,7 +290,7 @@ VALIDATION = {
         "n_train": 1500,
         "n_test": 500,
         "train": {"epochs": 6},
-    },  # fmt: skip
+    },
 }
 
 
@@ -287,13 +299,21 @@ def test_validation_studies_run_end_to_end(tmp_path):
     res = snakemake(tmp_path, "--cores", "2")
     df = pd.read_parquet(tmp_path / "results/single_direction/summary.parquet")
     assert len(df) == 2 * 2 * 2  # archs x indices x splits, one condition
-    test = df[df["split"] == "test"].set_index(["arch", "nad_k"])["accuracy"]
-    assert test[("lenet", 0)] > 0.85  # NAD 0 is what LeNet learns first (measured 0.91)
-    assert set(df["data_sigma"]) == {1.0} and set(df["n_train"]) == {2000}
+    test = df[df["split"] == "test"].set_index(["arch", "nad_k"])
+    assert test.loc[("lenet", 0), "accuracy"] > 0.85  # NAD 0 is what LeNet learns first
+    # the known answer: trained on D(NAD 0), a model loses its accuracy exactly when NAD 0 is
+    # removed from the test inputs, and keeps it when everything else is
+    lenet0 = test.loc[("lenet", 0)]
+    assert lenet0["band_without_0_0"] < 0.6 and lenet0["band_only_0_0"] > 0.85
+    assert lenet0["band_without_1_1023"] > 0.85
+    assert set(df["sigma"]) == {1.0} and set(df["n_train"]) == {2000}
     fourier = pd.read_parquet(tmp_path / "results/fourier/summary.parquet")
     assert {(a, b) for a, b in zip(fourier["freq_a"], fourier["freq_b"], strict=True)} == {
-        (0, 0), (0, 1), (1, 0), (1, 1)
-    }  # fmt: skip
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    }
     assert fourier["accuracy"].between(0, 1).all()
     # fourier needs no NADs: only single_direction's architectures have NAD jobs
     assert "nads_lenet_nopool.png" in res.stdout

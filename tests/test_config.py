@@ -1,3 +1,6 @@
+"""The config: schema errors name the key, defaults come from nadpipe.settings, and a config that
+cannot mean anything stops before any job."""
+
 import copy
 
 import pytest
@@ -5,6 +8,8 @@ import yaml
 from conftest import REPO, SCHEMA
 
 from nadpipe import config as nc
+from nadpipe.grid import Plan
+from nadpipe.settings import Shape
 
 
 def default_config():
@@ -12,11 +17,11 @@ def default_config():
 
 
 def load(cfg):
-    return nc.load_config(cfg, SCHEMA)
+    return nc.load_config(cfg, SCHEMA)[0]
 
 
-def with_change(path, value):
-    cfg = default_config()
+def with_change(path, value, cfg=None):
+    cfg = copy.deepcopy(cfg) if cfg is not None else default_config()
     node = cfg
     for key in path[:-1]:
         node = node.setdefault(key, {})
@@ -26,33 +31,31 @@ def with_change(path, value):
 
 def test_default_and_paper_configs_are_valid():
     cfg = load(default_config())
-    assert cfg["nad_pairs"]["train"]["grad_clip"] == 0.5
+    assert cfg.studies["nad_pairs"].train.grad_clip == 0.5
     paper = load(yaml.safe_load((REPO / "configs" / "paper_sec3.yaml").read_text()))
-    assert paper["nad_pairs"]["architectures"] == ["mlp", "lenet", "resnet18"]
-    assert nc.train_settings(paper, "nad_pairs", "resnet18").epochs == 30
-    assert nc.train_settings(paper, "nad_pairs", "lenet").epochs == 50
-    assert len(nc.pair_cells(paper)) == 3 * len(paper["nad_pairs"]["indices"]) ** 2 * 3
+    pairs = paper.studies["nad_pairs"]
+    assert pairs.architectures == ("mlp", "lenet", "resnet18")
+    assert pairs.train_for("resnet18").epochs == 30 and pairs.train_for("lenet").epochs == 50
+    assert len(Plan(paper).cells("nad_pairs")) == 3 * len(pairs.indices) ** 2 * 3
 
 
-def test_defaults_are_filled_from_the_schema():
+def test_defaults_are_filled_from_the_settings_classes():
     cfg = load({"nad_pairs": {"architectures": ["lenet"]}})
-    assert cfg["nads"]["estimator"] == "dipole" and cfg["nads"]["step"] == 100.0
-    assert cfg["nad_pairs"]["eps1"] == 1.0 and cfg["nad_pairs"]["eps2"] == 0.5
-    assert cfg["nad_pairs"]["n_train"] == 10000 and cfg["nad_pairs"]["train"]["batch_size"] == 128
-    assert cfg["analysis"]["cross_section"] == {
-        "n_points": 2,
-        "range": 3.0,
-        "resolution": 41,
-        "pairs": None,
-    }
-    assert cfg["analysis"]["transitions"]["n_points"] == 256
-    assert cfg["analysis"]["margin_steps"] == 200
-    assert nc.arch_entry(cfg, "lenet") == {
-        "model": "lenet",
-        "kwargs": {},
-        "nads_from": None,
-        "nads": {},
-    }
+    assert cfg.nads.estimator == "dipole" and cfg.nads.step == 100.0
+    assert cfg.nads.n_networks == 10000  # the papers' value; config.yaml makes it CPU-sized
+    s = cfg.studies["nad_pairs"]
+    assert (s.eps1, s.eps2, s.n_train, s.train.batch_size) == (1.0, 0.5, 10000, 128)
+    assert cfg.analysis.cross_section.resolution == 41 and cfg.analysis.cross_section.pairs is None
+    assert cfg.analysis.transitions.n_points == 256 and cfg.analysis.margin_steps == 200
+    assert cfg.arch("lenet").model == "lenet" and cfg.arch("lenet").shape == Shape(1, 32, 32)
+    # a study's own training defaults, and an override of one key keeping the others
+    cifar = load({"cifar_nad": {"train": {"epochs": 3}}}).studies["cifar_nad"].train
+    assert (cifar.epochs, cifar.lr_max, cifar.weight_decay, cifar.grad_clip) == (
+        3,
+        0.15,
+        1e-5,
+        None,
+    )
 
 
 def test_loading_does_not_modify_the_input():
@@ -68,7 +71,7 @@ def test_loading_does_not_modify_the_input():
         (
             ["nad_pairs", "architectures"],
             ["lenet", "resnet"],
-            r"nad_pairs.architectures.*unknown architecture 'resnet'.*did you mean 'resnet18'",
+            r"nad_pairs.architectures.1.*unknown architecture 'resnet'.*did you mean 'resnet18'",
         ),
         (
             ["nad_pairs", "indices"],
@@ -78,7 +81,7 @@ def test_loading_does_not_modify_the_input():
         (["nad_pairs", "indices"], [0, 5, 5], r"nad_pairs.indices.*non-unique"),
         (["nad_pairs", "indices"], [], r"nad_pairs.indices.*should be non-empty"),
         (["nad_pairs", "seeds"], [0, 0], r"nad_pairs.seeds.*non-unique"),
-        (["nad_pairs", "seeds"], [0.5], r"nad_pairs.seeds.0.*not of type 'integer'"),
+        (["nad_pairs", "seeds"], [0.5], r"nad_pairs.seeds.0.*0.5 is not of type 'integer'"),
         (["nad_pairs", "eps1"], 0, r"nad_pairs.eps1.*less than or equal to the minimum of 0"),
         (["nad_pairs", "sigma"], -1.0, r"nad_pairs.sigma"),
         (["nad_pairs", "architectures"], [], r"nad_pairs.architectures.*should be non-empty"),
@@ -91,77 +94,247 @@ def test_loading_does_not_modify_the_input():
             1.0,
             r"unknown key 'nad_pairs.epsilon1' \(did you mean 'eps1'\?\)",
         ),
+        (["nads", "n_network"], 5, r"unknown key 'nads.n_network' \(did you mean 'n_networks'\?\)"),
         (
             ["nad_pairs", "train_per_arch"],
             {"lenett": {"epochs": 3}},
-            r"nad_pairs.train_per_arch.*'lenett'.*did you mean 'lenet'",
+            r"nad_pairs.train_per_arch.lenett.*'lenett'.*did you mean 'lenet'",
         ),
-        (["architectures", "lenet", "nads_from"], "mlp", None),  # valid: shown below
+        # a config that cannot mean anything (issue 13)
+        (["nad_pairs", "eps1"], float("nan"), r"'nad_pairs.eps1': .nan is not a finite number"),
+        (["nad_pairs", "sigma"], float("inf"), r"'nad_pairs.sigma': .inf is not a finite number"),
+        (
+            ["analysis", "margin_max"],
+            float("-inf"),
+            r"'analysis.margin_max': -.inf is not a finite",
+        ),
+        (
+            ["nad_pairs", "train", "grad_clip"],
+            float("nan"),
+            r"'nad_pairs.train.grad_clip': .nan is not a finite",
+        ),
+        (["cifar10", "mean"], [0.5, float("nan"), 0.5], r"'cifar10.mean.1': .nan is not a finite"),
+        (
+            ["nad_pairs", "train", "epochs"],
+            10.0,
+            r"'nad_pairs.train.epochs': 10.0 is not an integer: write 10",
+        ),
+        (
+            ["nad_pairs", "indices"],
+            [0, 10.0],
+            r"'nad_pairs.indices.1': 10.0 is not an integer: write 10",
+        ),
+        (["nad_pairs", "seeds"], [0.0], r"'nad_pairs.seeds.0': 0.0 is not an integer: write 0"),
+        (["nads", "n_networks"], 64.0, r"'nads.n_networks': 64.0 is not an integer: write 64"),
+        (["nads", "top_k"], 8.0, r"'nads.top_k': 8.0 is not an integer: write 8"),
+        (
+            ["nad_pairs", "train", "weight_decay"],
+            "1e-5",
+            r"'1e-5' is text, not a number.*write 1e-05",
+        ),
+        (["nads", "n_networks"], 2, r"nads.n_networks.*2 is less than the minimum of 22"),
+        (
+            ["nad_pairs", "architectures"],
+            ["a/b"],
+            r"'nad_pairs.architectures.0': 'a/b' is not a valid architecture name",
+        ),
+        (
+            ["nad_pairs", "architectures"],
+            [".."],
+            r"'nad_pairs.architectures.0': '..' is not a valid architecture name",
+        ),
+        (["nad_pairs", "architectures"], ["my net"], r"'my net' is not a valid architecture name"),
+        (
+            ["nad_pairs", "architectures"],
+            ["x" * 300],
+            r"is not a valid architecture name: use letters, digits",
+        ),
+        (
+            ["architectures", "a/b"],
+            {"model": "mlp"},
+            r"'architectures.a/b': 'a/b' is not a valid architecture name",
+        ),
     ],
 )
 def test_bad_values_stop_with_the_key_named(path, value, message):
-    cfg = with_change(path, value)
-    if message is None:
-        assert nc.nad_source(load(cfg), "lenet") == "mlp"
-        return
+    with pytest.raises(nc.ConfigError, match=message):
+        load(with_change(path, value))
+
+
+def test_nads_from_and_settings_it_would_ignore():
+    cfg = with_change(["architectures", "lenet", "nads_from"], "mlp")
+    assert load(cfg).nad_source("lenet") == "mlp"
+    chain = with_change(["architectures", "mlp", "nads_from"], "resnet18", cfg)
+    with pytest.raises(nc.ConfigError, match="architectures.lenet.nads_from.*point to the source"):
+        load(chain)
+    ignored = with_change(["architectures", "lenet", "nads"], {"n_networks": 64}, cfg)
+    with pytest.raises(
+        nc.ConfigError,
+        match=r"'architectures.lenet.nads': lenet takes its NADs "
+        r"from 'mlp' \(nads_from\), so this setting would be ignored",
+    ):
+        load(ignored)
+
+
+def test_settings_that_have_no_effect_are_warned_about():
+    cfg = with_change(["nad_pairs", "train_per_arch"], {"resnet18": {"epochs": 3}})
+    cfg["nads"]["estimator"] = "gradient"
+    cfg["nads"]["step"] = 10.0
+    _, warnings = nc.load_config(cfg, SCHEMA)
+    text = "\n".join(warnings)
+    assert "'nad_pairs.train_per_arch.resnet18' has no effect: resnet18 is not in nad_pairs" in text
+    assert "'nads.step' has no effect on lenet: its estimator is 'gradient'" in text
+
+
+USER_NETS = """
+import torch
+from torch import nn
+
+def good(in_channels, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, num_classes))
+
+def bad_shape(in_channels, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, 5))
+
+class Pair(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.lin = nn.Linear(c * 1024, k)
+    def forward(self, x):
+        out = self.lin(x.flatten(1))
+        return out, out
+
+def tuple_out(in_channels, num_classes):
+    return Pair(in_channels, num_classes)
+
+def rgb_only(in_channels, num_classes):
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(num_classes))
+
+class Raises(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+    def forward(self, x):
+        raise TypeError("boom in forward")
+
+def raises_in_forward(in_channels, num_classes):
+    return Raises()
+
+def not_a_module(in_channels, num_classes):
+    return "a string"
+
+class TrainOnly(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.lin = nn.Linear(c * 1024, k)
+    def forward(self, x):
+        out = self.lin(x.flatten(1))
+        return (out, out) if self.training else out
+
+def tuple_in_training(in_channels, num_classes):
+    return TrainOnly(in_channels, num_classes)
+
+def frozen(in_channels, num_classes):
+    net = nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, num_classes))
+    for p in net.parameters():
+        p.requires_grad_(False)
+    return net
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "message"),
+    [
+        (
+            "user_nets:bad_shape",
+            {},
+            r"'architectures.mine.model': model 'user_nets:bad_shape' maps "
+            r"\(4, 2, 32, 32\) to \(4, 5\) in eval mode, expected \(4, 2\)",
+        ),
+        (
+            "user_nets:tuple_out",
+            {},
+            r"'architectures.mine.model': .* returned a tuple in eval mode",
+        ),
+        (
+            "user_nets:rgb_only",
+            {},
+            r"'architectures.mine.model': model 'user_nets:rgb_only' raised "
+            r"RuntimeError inside forward .* needs? other input channels than 2",
+        ),
+        (
+            "user_nets:raises_in_forward",
+            {},
+            r"'architectures.mine.model': .* raised TypeError "
+            r"inside forward \(eval mode\) .*: boom in forward",
+        ),
+        (
+            "user_nets:not_a_module",
+            {},
+            r"'architectures.mine.model': .* returned a str, not a "
+            r"torch.nn.Module",
+        ),
+        (
+            "user_nets:tuple_in_training",
+            {},
+            r"'architectures.mine.model': .* returned a tuple in "
+            r"train mode",
+        ),
+        (
+            "user_nets:frozen",
+            {},
+            r"'architectures.mine.model': .* no parameter that receives a gradient",
+        ),
+        (
+            "missing_pkg:net",
+            {},
+            r"'architectures.mine.model': user model 'missing_pkg:net': cannot "
+            r"import module 'missing_pkg'",
+        ),
+        (
+            "mlp",
+            {"depth": 3},
+            r"'architectures.mine.kwargs': .*unexpected keyword argument 'depth'",
+        ),
+    ],
+)
+def test_user_models_are_checked_before_any_job(tmp_path, monkeypatch, model, kwargs, message):
+    (tmp_path / "user_nets.py").write_text(USER_NETS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = with_change(["architectures", "mine"], {"model": model, "kwargs": kwargs})
+    cfg["nad_pairs"]["architectures"] = ["mine"]
     with pytest.raises(nc.ConfigError, match=message):
         load(cfg)
 
 
-def test_nads_from_must_point_to_a_source_directly():
-    cfg = with_change(["architectures", "lenet", "nads_from"], "mlp")
-    cfg["architectures"]["mlp"]["nads_from"] = "resnet18"
-    with pytest.raises(nc.ConfigError, match="architectures.lenet.nads_from"):
-        load(cfg)
-
-
-def test_user_models_are_checked_before_any_job(tmp_path, monkeypatch):
-    (tmp_path / "user_nets.py").write_text(
-        "from torch import nn\n"
-        "def good(in_channels, num_classes):\n"
-        "    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, num_classes))\n"
-        "def bad(in_channels, num_classes):\n"
-        "    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, 5))\n"
-    )
+def test_a_good_user_model_loads(tmp_path, monkeypatch):
+    (tmp_path / "user_nets.py").write_text(USER_NETS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    cfg = default_config()
-    cfg["architectures"]["mine"] = {"model": "user_nets:good"}
+    cfg = with_change(["architectures", "mine"], {"model": "user_nets:good"})
     cfg["nad_pairs"]["architectures"] = ["mine"]
-    assert nc.model_spec(load(cfg), "mine") == {"model": "user_nets:good", "kwargs": {}}
-    cfg["architectures"]["mine"] = {"model": "user_nets:bad"}
-    with pytest.raises(nc.ConfigError, match=r"architectures.mine.model.*expected \(2, 1\)"):
-        load(cfg)
-    cfg["architectures"]["mine"] = {"model": "missing_pkg:net"}
-    with pytest.raises(nc.ConfigError, match="architectures.mine.model.*cannot import"):
-        load(cfg)
-    cfg["architectures"]["mine"] = {"model": "mlp", "kwargs": {"depth": 3}}
-    with pytest.raises(nc.ConfigError, match="architectures.mine.kwargs.*depth"):
-        load(cfg)
+    loaded = load(cfg)
+    assert Plan(loaded).model_spec("nad_pairs", "mine").model == "user_nets:good"
 
 
 def test_per_architecture_settings_merge_over_study_and_global_defaults():
     cfg = default_config()
     cfg["nad_pairs"]["train_per_arch"] = {"lenet": {"epochs": 3, "lr_max": 0.05}}
-    cfg["architectures"]["lenet"]["nads"] = {"n_networks": 7}
+    cfg["architectures"]["lenet"] = {"nads": {"n_networks": 70}}
     cfg = load(cfg)
-    lenet, mlp = (
-        nc.train_settings(cfg, "nad_pairs", "lenet"),
-        nc.train_settings(cfg, "nad_pairs", "mlp"),
-    )
+    s = cfg.studies["nad_pairs"]
+    lenet, mlp = s.train_for("lenet"), s.train_for("mlp")
     assert (lenet.epochs, lenet.lr_max, lenet.momentum) == (3, 0.05, 0.9)
-    assert mlp.epochs == cfg["nad_pairs"]["train"]["epochs"]
-    assert nc.nad_settings(cfg, "lenet").n_networks == 7
-    assert nc.nad_settings(cfg, "mlp").n_networks == cfg["nads"]["n_networks"]
+    assert mlp.epochs == s.train.epochs
+    assert cfg.nad_config("lenet").n_networks == 70
+    assert cfg.nad_config("mlp").n_networks == cfg.nads.n_networks
 
 
 def test_cross_section_figure_shows_the_selected_pairs():
     cfg = load(with_change(["analysis", "cross_section", "pairs"], [[0, 1000], [10, 10]]))
-    assert [(c.i, c.j, c.seed) for c in nc.section_cells(cfg, "lenet")] == [
-        (0, 1000, 0),
-        (10, 10, 0),
-    ]
+    cells = Plan(cfg).section_cells("lenet")
+    assert [(c.variant, c.seed) for c in cells] == [("i0_j1000", 0), ("i10_j10", 0)]
     every = load(default_config())
-    assert len(nc.section_cells(every, "lenet")) == len(every["nad_pairs"]["indices"]) ** 2
+    assert len(Plan(every).section_cells("lenet")) == len(every.studies["nad_pairs"].indices) ** 2
     with pytest.raises(nc.ConfigError, match=r"analysis.cross_section.pairs.1.*\(10, 11\)"):
         load(with_change(["analysis", "cross_section", "pairs"], [[0, 0], [10, 11]]))
 
@@ -169,17 +342,44 @@ def test_cross_section_figure_shows_the_selected_pairs():
 def test_nad_indices_past_the_covariance_rank_are_warned_about():
     cfg = with_change(["nads", "n_networks"], 300)
     cfg["nad_pairs"]["indices"] = [0, 10, 299, 1000]
-    (warning,) = [w for w in nc.rank_warnings(load(cfg)) if "lenet" in w]
+    _, warnings = nc.load_config(cfg, SCHEMA)
+    (warning,) = [w for w in warnings if "lenet" in w]
     assert "[299, 1000]" in warning and "rank (299)" in warning and "above 1001" in warning
-    assert nc.rank_warnings(load(default_config())) == []  # the default estimate is full rank
+    assert nc.load_config(default_config(), SCHEMA)[1] == []  # the default estimate is full rank
 
 
 def test_grid_cells_and_nad_architectures():
     cfg = with_change(["nad_pairs", "seeds"], [0, 1])
-    cfg["architectures"]["mlp"]["nads_from"] = "lenet"
-    cfg = load(cfg)
-    cells = nc.pair_cells(cfg)
-    n = len(cfg["nad_pairs"]["indices"])
+    cfg["architectures"]["mlp"] = {"nads_from": "lenet"}
+    plan = Plan(load(cfg))
+    cells = plan.cells("nad_pairs")
+    n = len(plan.cfg.studies["nad_pairs"].indices)
     assert len(cells) == 2 * n * n * 2 and len(set(cells)) == len(cells)
-    assert nc.Cell("mlp", 0, 1000, 1) in cells
-    assert nc.nad_architectures(cfg) == ["lenet"]
+    assert ("mlp", "i0_j1000", 1) in {(c.arch, c.variant, c.seed) for c in cells}
+    assert plan.nad_architectures() == ["lenet"]
+
+
+def test_other_input_shapes_reach_the_studies():
+    cfg = with_change(["architectures", "lenet"], {"shape": [3, 32, 32]})
+    cfg["nad_pairs"]["architectures"] = ["lenet"]
+    plan = Plan(load(cfg))
+    assert plan.model_spec("nad_pairs", "lenet").shape == Shape(6, 32, 32)  # two blocks of RGB
+    assert plan.nad_job("lenet").model.shape == Shape(3, 32, 32)
+    assert plan.nad_job("lenet").model.classes == 1
+    # NAD indices run to the last coordinate of the shape: 3 x 32 x 32 = 3072
+    load(with_change(["nad_pairs", "indices"], [0, 3071], cfg))
+    with pytest.raises(
+        nc.ConfigError, match=r"nad_pairs.indices.1.*3072 is greater than the maximum of 3071"
+    ):
+        load(with_change(["nad_pairs", "indices"], [0, 3072], cfg))
+    big = with_change(["architectures", "lenet"], {"shape": [3, 64, 64]}, cfg)
+    with pytest.raises(nc.ConfigError, match=r"12288 coordinates.*top_k"):
+        load(big)
+    with pytest.raises(nc.ConfigError, match=r"'architectures.vgg11.model'.*raised RuntimeError"):
+        load(
+            with_change(
+                ["architectures", "vgg11"],
+                {"shape": [1, 28, 28]},
+                with_change(["nad_pairs", "architectures"], ["vgg11"]),
+            )
+        )

@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -6,13 +8,15 @@ from torch import nn
 from nadpipe.dipole import WindowedDipole
 from nadpipe.models import build_model
 from nadpipe.nads import (
-    NadSettings,
     batched_sensitivities,
     dipole_plan,
     dipole_probes,
     dipole_sensitivity,
-    stacked_init,
+    draw_networks,
 )
+from nadpipe.settings import NadSettings, Shape
+
+SHAPE = Shape(1, 32, 32)
 
 
 def odd_net() -> nn.Sequential:
@@ -54,13 +58,12 @@ class Branchy(nn.Module):
         return self.head(self.pool(y).view(x.shape[0], -1)) * self.gain + self.shift
 
 
-def plain(template: nn.Module, params: dict, x0: torch.Tensor, sel: slice) -> torch.Tensor:
-    pixels, deltas = dipole_probes(100.0)
-    probes = x0.repeat(len(pixels), 1, 1, 1)
-    probes[torch.arange(len(pixels)), 0, pixels[:, 0], pixels[:, 1]] += deltas
-    template.load_state_dict(params)
+def plain(net: nn.Module, x0: torch.Tensor, sel: slice) -> torch.Tensor:
+    coords, deltas = dipole_probes(100.0, Shape(*x0.shape))
+    probes = x0.repeat(len(coords), 1, 1, 1)
+    probes[torch.arange(len(coords)), coords[:, 0], coords[:, 1], coords[:, 2]] += deltas
     with torch.inference_mode():
-        return template(probes[sel])[:, 0]
+        return net(probes[sel])[:, 0]
 
 
 @pytest.mark.parametrize(
@@ -85,25 +88,27 @@ def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
             m.running_mean.uniform_(-1, 1)
             m.running_var.uniform_(0.5, 2)
     template.eval()
-    pixels, deltas = dipole_probes(100.0)
-    plan = WindowedDipole.plan(template, pixels, (32, 32), "cpu")
+    coords, deltas = dipole_probes(100.0, SHAPE)
+    plan = WindowedDipole.plan(template, coords, (32, 32), "cpu")
     assert len(plan.windowed) == windowed, plan.windowed
     x0 = torch.randn(1, 32, 32, generator=torch.Generator().manual_seed(3))
-    params = {k: v.detach().clone() for k, v in template.named_parameters()}
-    params = {k: v + 0.05 * torch.randn_like(v) for k, v in params.items()}  # not the template's
+    net = copy.deepcopy(template)  # another network of the planned structure
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
     with torch.inference_mode():
-        f = plan(params, x0, deltas, sel)
-    expected = plain(template, {**template.state_dict(), **params}, x0, sel)
+        f = plan(net, x0, deltas, sel)
+    expected = plain(net, x0, sel)
     assert f.shape == expected.shape
     torch.testing.assert_close(f, expected, rtol=0, atol=1e-5 * expected.abs().max().item())
     assert expected.std() > 0  # the probes do differ
 
 
 def test_what_is_not_windowed():
-    pixels, _ = dipole_probes(100.0)
+    coords, _ = dipole_probes(100.0, SHAPE)
 
     def stop(*modules):
-        plan = WindowedDipole.plan(nn.Sequential(*modules), pixels, (32, 32), "cpu")
+        plan = WindowedDipole.plan(nn.Sequential(*modules), coords, (32, 32), "cpu")
         return None if plan is None else len(plan.windowed)
 
     class MyConv(nn.Conv2d):  # a subclass may compute something else
@@ -130,25 +135,37 @@ def test_what_is_not_windowed():
         def forward(self, x):
             return self.body(x) if x.sum() > 0 else -self.body(x)
 
-    assert WindowedDipole.plan(Untraceable(), pixels, (32, 32), "cpu") is None
+    assert WindowedDipole.plan(Untraceable(), coords, (32, 32), "cpu") is None
 
 
 def test_windowed_estimator_equals_the_real_modules_and_is_the_default():
     template = build_model("lenet", 1, 1, {}).eval()
     settings = NadSettings(n_networks=3)
-    plan = dipole_plan(template, settings, "cpu")
+    plan = dipole_plan(template, settings, SHAPE, "cpu")
     assert plan is not None and plan.windowed == ["0", "1", "2", "3", "4", "5"]
-    assert dipole_plan(template, NadSettings(windowed=False), "cpu") is None
-    assert dipole_plan(template, NadSettings("gradient"), "cpu") is None
-    params = stacked_init(template, [5, 6, 7])
+    assert dipole_plan(template, NadSettings(windowed=False), SHAPE, "cpu") is None
+    assert dipole_plan(template, NadSettings("gradient"), SHAPE, "cpu") is None
+    nets = draw_networks(lambda: build_model("lenet", 1, 1, {}), settings, range(5, 8))
     x0 = torch.randn(2, 1, 32, 32, generator=torch.Generator().manual_seed(1))
     told = []  # progress, network by network
-    windowed = batched_sensitivities(template, params, x0, "dipole", 100.0, 700, plan, told.append)
+    windowed = batched_sensitivities(nets, x0, "dipole", 100.0, 700, plan, told.append)
     assert told == [1, 1, 1]
-    whole = batched_sensitivities(template, params, x0, "dipole", 100.0, 512)
-    for k in range(3):
-        net = build_model("lenet", 1, 1, {}).eval()
-        net.load_state_dict({n: v[k] for n, v in params.items()})
+    whole = batched_sensitivities(nets, x0, "dipole", 100.0, 512)
+    for k, net in enumerate(nets):
         one = dipole_sensitivity(net, x0, 100.0, 512)
         for got in (windowed[k], whole[k]):
             assert torch.allclose(got, one, rtol=1e-4, atol=1e-5 * one.abs().max())
+
+
+@pytest.mark.parametrize("shape", [Shape(3, 16, 16), Shape(2, 16, 24)])
+def test_windowed_probes_of_colour_and_non_square_inputs(shape):
+    torch.manual_seed(1)
+    net = build_model("lenet", shape.c, 1, size=shape.size).eval()
+    coords, deltas = dipole_probes(100.0, shape)
+    assert len(coords) == 2 * shape.d and set(coords[:, 0].tolist()) == set(range(shape.c))
+    plan = WindowedDipole.plan(net, coords, shape.size, "cpu")
+    x0 = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        f = plan(net, x0, deltas, slice(None))
+    expected = plain(net, x0, slice(None))
+    torch.testing.assert_close(f, expected, rtol=0, atol=1e-5 * expected.abs().max().item())

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from nadpipe.data import PairSpec
+from nadpipe.data import pair_splits
 from nadpipe.geometry import (
     activation_patterns,
     channel_reliance,
@@ -18,8 +18,10 @@ from nadpipe.geometry import (
     transition_counts,
     unit,
 )
+from nadpipe.io import generator
 from nadpipe.models import build_model
-from nadpipe.train import TrainSettings, train_model
+from nadpipe.settings import Shape, TrainSettings
+from nadpipe.train import train_one
 
 G = torch.Generator().manual_seed(0)
 
@@ -50,6 +52,10 @@ def test_a_network_without_relus_has_no_transitions():
     )
     assert activation_patterns(net, path).shape == (64, 0)
     assert count_transitions(net, path) == 0
+    # and its transition counts are NaN: the measure does not apply, 0 would read as "smooth"
+    x, y = torch.randn(6, 1, 32, 32, generator=G), torch.arange(6) % 2
+    counts = transition_counts(net, x, y, 2, 8, torch.Generator().manual_seed(0))
+    assert all(v != v for v in counts.values())
 
 
 def one_hidden_layer(width=40, d=16):
@@ -126,18 +132,28 @@ def test_cross_section_and_margins_of_a_linear_model():
     f_x = (x.flatten(1) @ w.flatten() + bias).detach()
     m = margins_along(net, x, u2, t_max=1e6, steps=100)
     torch.testing.assert_close(m, (f_x.abs() / wb.abs()).detach(), rtol=1e-3, atol=1e-3)
-    assert torch.all(margins_along(net, x, u2, t_max=1e-3, steps=10) == 1e-3)
+    # no boundary within reach: not found (inf), never the search's limit read as a distance
+    assert torch.all(margins_along(net, x, u2, t_max=1e-3, steps=10) == float("inf"))
 
 
 def test_a_model_trained_only_on_channel_1_relies_on_channel_1():
     v1, v2 = unit(torch.randn(1024, generator=G)), unit(torch.randn(1024, generator=G))
-    data = PairSpec(v1, v2, 1.0, 1.0, 1.0, 2000, 300, seed=3).generate()
+    data = pair_splits(
+        v1.reshape(1, 32, 32),
+        v2.reshape(1, 32, 32),
+        Shape(1, 32, 32),
+        1.0,
+        1.0,
+        1.0,
+        {"train": 2000, "test": 300},
+        generator("pair-data", 3),
+    )
     x, y = data["train"]
     x = x.clone()
     x[:, 1] = 0  # channel 2 never seen in training
     torch.manual_seed(0)
     net = build_model("mlp", 2, 2)
-    train_model(net, x, y, TrainSettings(epochs=5, lr_max=0.05), seed=0, progress=False)
+    train_one(net, x, y, TrainSettings(epochs=5, lr_max=0.05), seed=0)
     u1 = torch.stack([v1.reshape(32, 32), torch.zeros(32, 32)])
     u2 = torch.stack([torch.zeros(32, 32), v2.reshape(32, 32)])
     r = channel_reliance(net, data["test"][0], u1, u2)
@@ -147,7 +163,7 @@ def test_a_model_trained_only_on_channel_1_relies_on_channel_1():
     x2[:, 0] = 0
     torch.manual_seed(0)
     net2 = build_model("mlp", 2, 2)
-    train_model(net2, x2, y, TrainSettings(epochs=5, lr_max=0.05), seed=0, progress=False)
+    train_one(net2, x2, y, TrainSettings(epochs=5, lr_max=0.05), seed=0)
     assert channel_reliance(net2, data["test"][0], u1, u2)["reliance_deg"] > 80
 
 

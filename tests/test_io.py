@@ -61,17 +61,25 @@ def test_truncated_artifacts_name_the_file_and_the_rebuild_command(tmp_path, nam
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(
-        ArtifactError, match=rf"{name} cannot be read.*snakemake --cores all --force .*{name}"
+        ArtifactError, match=rf"{name} cannot be read.*snakemake --cores all --forcerun .*{name}"
     ):
         read(path)
 
 
 def test_a_nad_artifact_of_other_settings_is_refused(tmp_path):
-    from nadpipe.jobs import check_nads
+    from nadpipe.grid import NadJob
+    from nadpipe.io import save_torch
+    from nadpipe.jobs import _nad_record, load_nads
+    from nadpipe.settings import ModelSpec, NadSettings, Shape
 
-    art = {"model": "lenet", "kwargs": {}, "settings": {"n_networks": 256}}
-    check_nads(art, "nads.pt", {"model": "lenet", "kwargs": {}, "settings": {"n_networks": 256}})
-    with pytest.raises(ArtifactError, match=r"nads.pt was computed with other settings.*256.*512"):
-        check_nads(
-            art, "nads.pt", {"model": "lenet", "kwargs": {}, "settings": {"n_networks": 512}}
-        )
+    job = NadJob("lenet", ModelSpec("lenet", {}, Shape(1, 32, 32), 1), NadSettings(n_networks=256))
+    path = tmp_path / "nads.pt"
+    save_torch({"vectors": torch.eye(4), **_nad_record(job)}, path)
+    assert torch.equal(load_nads(str(path), job), torch.eye(4))
+    other = NadJob("lenet", job.model, NadSettings(n_networks=512))
+    with pytest.raises(
+        ArtifactError,
+        match=r"nads.pt was computed with other settings.*256.*512.*"
+        r"--forcerun .*nads.pt",
+    ):
+        load_nads(str(path), other)

@@ -1,18 +1,27 @@
+"""Figures, read through matplotlib's objects: labels, shared scales, marked cells."""
+
+import math
+
 import matplotlib.image as mpimg
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from matplotlib.colors import LogNorm
 
-from nadpipe.plots import nad_figure, pair_grid, pair_heatmaps
+from nadpipe import plots
+from nadpipe.nads import compute_nads
+from nadpipe.settings import NadSettings, Shape
 
 
-def _rows():
+def _rows(diverge=None):
     rows = []
     for seed, acc in ((0, 0.6), (1, 0.8)):
         for i in (0, 5):
             for j in (0, 5, 9):
                 for cond in ("both", "ch1_only", "ch2_only"):
                     a = acc if (i, j) == (0, 5) else 1.0
+                    bad = diverge == (i, j)
                     rows.append(
                         dict(
                             arch="lenet",
@@ -21,34 +30,126 @@ def _rows():
                             seed=seed,
                             split="test",
                             condition=cond,
-                            accuracy=a,
+                            accuracy=float("nan") if bad else a,
+                            eps1=1.0,
+                            eps2=0.5,
+                            sigma=1.0,
+                            diverged=bad,
+                            reliance_deg=10.0 * j,
+                            margin_v1=np.inf if i == 5 else 0.5 + j,
+                            margin_v2=2.0,
+                            jacobian_norm_test=10.0 ** -(i + j / 3),
+                            relu_units=100,
+                            transitions_same_class=50.0,
+                            transitions_diff_class=80.0,
+                            transitions_random=20.0,
                         )
                     )
     return pd.DataFrame(rows)
 
 
 def test_grid_is_the_mean_over_seeds_with_v1_on_rows():
-    grid = pair_grid(_rows(), "both")
+    grid = plots.pair_grid(_rows(), "both")
     assert list(grid.index) == [0, 5] and list(grid.columns) == [0, 5, 9]
     assert grid.loc[0, 5] == pytest.approx(0.7) and grid.loc[5, 0] == 1.0
 
 
-def test_heatmap_figure_is_written(tmp_path):
-    out = tmp_path / "h.png"
-    pair_heatmaps(_rows(), "lenet", str(out))
-    img = mpimg.imread(out)
-    assert img.shape[1] > 2 * img.shape[0] and img.std() > 0.05  # three panels side by side
+def _images(fig):
+    return [im for ax in fig.axes for im in ax.get_images()]
+
+
+def test_heatmaps_share_one_labelled_scale_and_name_the_data(tmp_path):
+    fig = plots.pair_heatmaps(_rows(), "lenet", str(tmp_path / "h.png"))
+    ims = _images(fig)
+    assert len(ims) == 3 and {(im.norm.vmin, im.norm.vmax) for im in ims} == {(50, 100)}
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert "test accuracy (%)" in labels  # the colour bar says quantity and unit
+    title = fig._suptitle.get_text()
+    assert "D(v1) ⊕ D(v2)" in title and "ε1 = 1" in title and "ε2 = 0.5" in title
+    img = mpimg.imread(tmp_path / "h.png")
+    assert img.shape[1] > 2 * img.shape[0] and img.std() > 0.05
     with pytest.raises(ValueError, match="no rows for architecture 'mlp'"):
-        pair_heatmaps(_rows(), "mlp", str(out))
+        plots.pair_heatmaps(_rows(), "mlp", str(tmp_path / "h.png"))
 
 
-def test_nad_figure_warns_when_the_halves_disagree(tmp_path):
-    from nadpipe.nads import NadSettings, compute_nads
+def test_margins_share_a_scale_and_not_found_cells_are_marked(tmp_path):
+    fig = plots.reliance_heatmaps(_rows(), "lenet", str(tmp_path / "r.png"))
+    margin_axes = [ax for ax in fig.axes if ax.get_title().startswith("median distance")]
+    norms = {(im.norm.vmin, im.norm.vmax) for ax in margin_axes for im in ax.get_images()}
+    assert len(margin_axes) == 2 and len(norms) == 1  # one scale for both margin panels
+    v1 = margin_axes[0]
+    texts = [t.get_text() for t in v1.texts]
+    assert texts.count("not\nfound") == 3  # the row i = 5: no boundary found, not a number
+    assert "inf" not in " ".join(texts)
+    hatched = [p for p in v1.patches if p.get_hatch()]
+    assert len(hatched) == 3
+    reliance = next(ax for ax in fig.axes if ax.get_title().startswith("reliance"))
+    assert (reliance.get_images()[0].norm.vmin, reliance.get_images()[0].norm.vmax) == (0, 90)
 
-    art = compute_nads(lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 1)),
-                       NadSettings(n_networks=40), progress=False)  # fmt: skip
-    verdict = nad_figure(art, "logreg", str(tmp_path / "n.png"), min_overlap=0.99)
+
+def test_jacobian_norm_is_on_a_log_scale_and_transitions_are_per_relu_unit(tmp_path):
+    fig = plots.complexity_heatmaps(_rows(), "lenet", str(tmp_path / "c.png"))
+    jac = next(ax for ax in fig.axes if ax.get_title().startswith("softmax"))
+    assert isinstance(jac.get_images()[0].norm, LogNorm)
+    per_unit = [ax for ax in fig.axes if ax.get_title().startswith("transitions per ReLU unit")]
+    assert len(per_unit) == 3
+    assert "0.5" in [t.get_text() for t in per_unit[0].texts]  # 50 transitions / 100 units
+    assert len({(im.norm.vmin, im.norm.vmax) for ax in per_unit for im in ax.get_images()}) == 1
+    no_relu = _rows().assign(
+        relu_units=0,
+        transitions_same_class=np.nan,
+        transitions_diff_class=np.nan,
+        transitions_random=np.nan,
+    )
+    fig = plots.complexity_heatmaps(no_relu, "lenet", str(tmp_path / "c2.png"))
+    ax = next(ax for ax in fig.axes if ax.get_title().startswith("transitions per ReLU unit"))
+    assert [t.get_text() for t in ax.texts].count("n/a") == 6
+
+
+def test_diverged_cells_are_hatched_red_and_counted(tmp_path):
+    fig = plots.pair_heatmaps(_rows(diverge=(5, 9)), "lenet", str(tmp_path / "d.png"))
+    red = [p for ax in fig.axes for p in ax.patches if p.get_hatch() and p.get_edgecolor()[0] > 0.9]
+    assert len(red) == 3  # the cell in each of the three panels
+    assert any("diverged" in t.get_text() for leg in fig.legends for t in leg.get_texts())
+
+
+def test_cross_sections_share_one_scale_with_a_colour_bar_and_a_legend(tmp_path):
+    grid = np.linspace(-3, 3, 7)
+    sections = [
+        {
+            "values": np.outer(grid, np.ones(7))[None] * scale,
+            "a": grid,
+            "b": grid,
+            "key_nad_i": np.array(i),
+            "key_nad_j": np.array(j),
+        }
+        for (i, j), scale in (((0, 0), 1.0), ((0, 9), 5.0), ((9, 0), 0.1), ((9, 9), 2.0))
+    ]
+    fig = plots.cross_section_grid(sections, "lenet", str(tmp_path / "x.png"))
+    meshes = [c for ax in fig.axes for c in ax.collections if hasattr(c, "get_clim")]
+    assert {m.get_clim() for m in meshes if m.get_array() is not None and m.get_clim()[0] < 0} == {
+        (-15.0, 15.0)
+    }
+    assert any("logit" in ax.get_ylabel() for ax in fig.axes)  # the colour bar of f
+    legend_texts = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert "class +1 mean" in legend_texts and "class −1 mean" in legend_texts
+
+
+def test_nad_figure_says_on_the_figure_when_the_nads_did_not_converge(tmp_path):
+    net = lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 1))  # noqa: E731
+    art = compute_nads(net, NadSettings(n_networks=40), Shape(1, 32, 32), progress=False)
+    verdict, fig = plots.nad_figure(art, "logreg", str(tmp_path / "n.png"), min_overlap=0.99)
     assert verdict.startswith("WARNING: NADs of logreg: split-half top-10 overlap")
     assert "raise nads.n_networks (now 40)" in verdict
-    assert not nad_figure(art, "logreg", str(tmp_path / "n.png"), 0.0).startswith("WARNING")
+    stamp = [t.get_text() for t in fig.texts]
+    assert any(t.startswith("not converged: top-10 overlap") for t in stamp)
+    verdict, fig = plots.nad_figure(art, "logreg", str(tmp_path / "n.png"), 0.0)
+    assert not verdict.startswith("WARNING")
+    assert not any("converged" in t.get_text() for t in fig.texts)
     assert mpimg.imread(tmp_path / "n.png").shape[0] > 600
+    # too few networks for any overlap: convergence unknown, said on the figure and the verdict
+    few = compute_nads(net, NadSettings(n_networks=4), Shape(1, 32, 32), progress=False)
+    verdict, fig = plots.nad_figure(few, "logreg", str(tmp_path / "f.png"), 0.5)
+    assert verdict.startswith("WARNING") and "convergence unknown" in verdict
+    assert any("convergence unknown" in t.get_text() for t in fig.texts)
+    assert math.isnan(few["split_half"]["overlap"][10])

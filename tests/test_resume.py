@@ -1,8 +1,10 @@
-"""A training killed with SIGKILL and started again resumes from its last checkpoint and ends
-exactly where an uninterrupted run ends (CPU)."""
+"""A training killed with SIGKILL resumes from its last checkpoint and ends exactly where an
+uninterrupted run ends (CPU); a checkpoint written for other data, another model or other
+settings is discarded with one line saying why, and the training starts from scratch."""
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -11,93 +13,141 @@ import time
 import pytest
 import torch
 
-from nadpipe.data import PairSpec, write_pair_spec
+from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
+from nadpipe.settings import ModelSpec, Shape, TrainSettings
+from nadpipe.studies import DataSpec
 
 JOB = """
-import sys, json
-from nadpipe.jobs import train_pair_job
-args = json.loads(sys.argv[1])
-train_pair_job(**args)
+import pickle, sys
+from nadpipe.jobs import train_job
+train_job(*pickle.load(open(sys.argv[1], "rb")))
 """
+SHAPE = Shape(1, 32, 32)
 
 
-def _specs(tmp_path, seeds):
-    v = torch.full((1024,), 1 / 32.0)
-    paths = []
-    for s in seeds:
-        path = str(tmp_path / f"data_s{s}.pt")
-        meta = {"arch": "net", "nad_i": 0, "nad_j": 0, "seed": s}
-        write_pair_spec(PairSpec(v, v, 1.0, 0.5, 1.0, 3000, 10, seed=s), path, meta)
-        paths.append(path)
-    return paths
-
-
-def _args(tmp_path, run, datasets, model, epochs):
-    out = tmp_path / run
-    out.mkdir(exist_ok=True)
-    n = len(datasets)
-    return {
-        "datasets": datasets,
-        "model_outs": [str(out / f"m{k}.pt") for k in range(n)],
-        "metrics_outs": [str(out / f"m{k}.json") for k in range(n)],
-        "model": model,
-        "kwargs": {},
-        "train": {"epochs": epochs, "lr_max": 0.05},
-    }
-
-
-def _start(args):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-c", JOB, json.dumps(args)]
-    return subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+def _job(model, seeds, epochs, sigma=1.0, kwargs=None):
+    """A fourier-study training (D(the constant image): no NADs needed) of `seeds`."""
+    data = tuple(
+        DataSpec(
+            "fourier",
+            "f0_0",
+            s,
+            SHAPE,
+            (("eps", 1.0), ("sigma", sigma), ("n_train", 3000), ("n_test", 10)),
+        )
+        for s in seeds
+    )
+    return TrainJob(
+        "fourier",
+        "net",
+        "f0_0",
+        tuple(seeds),
+        ModelSpec(model, kwargs or {}, SHAPE, 2),
+        TrainSettings(epochs=epochs, lr_max=0.05),
+        data,
+        None,
+        ("net", "fourier", "f0_0"),
     )
 
 
+def _outs(tmp_path, run, n):
+    out = tmp_path / run
+    out.mkdir(exist_ok=True)
+    return [str(out / f"m{k}.pt") for k in range(n)], [str(out / f"m{k}.json") for k in range(n)]
+
+
+def _start(tmp_path, job, outs):
+    args = tmp_path / f"args_{time.monotonic_ns()}.pkl"
+    args.write_bytes(pickle.dumps((job, None, *outs)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", JOB, str(args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _run(tmp_path, job, outs):
+    proc = _start(tmp_path, job, outs)
+    out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    return out
+
+
 def _epochs_done(ckpt):
-    if not os.path.exists(ckpt):
-        return 0
-    return load_torch(ckpt)["done"]
+    return load_torch(ckpt)["done"] if os.path.exists(ckpt) else 0
 
 
-@pytest.mark.parametrize(("model", "seeds"), [("lenet", [0]), ("mlp", [0, 1])])
-def test_killed_training_resumes_and_equals_an_uninterrupted_run(tmp_path, model, seeds):
-    datasets = _specs(tmp_path, seeds)
-    epochs = 25
-    whole = _args(tmp_path, "whole", datasets, model, epochs)
-    assert _start(whole).wait() == 0
-    killed = _args(tmp_path, "killed", datasets, model, epochs)
-    ckpt = killed["model_outs"][0] + ".ckpt"
-    proc = _start(killed)
+def _kill_mid_training(tmp_path, job, outs):
+    ckpt = outs[0][0] + ".ckpt"
+    ckpt = ckpt if len(outs[0]) == 1 or job.model.model != "resnet18" else ckpt + ".0"
+    proc = _start(tmp_path, job, outs)
     deadline = time.time() + 120
     while _epochs_done(ckpt) < 3 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     done = _epochs_done(ckpt)
-    assert 3 <= done < epochs, "the kill must land mid-training"
-    assert not os.path.exists(killed["model_outs"][0])
-    again = _start(killed)
-    _, err = again.communicate()
-    assert again.returncode == 0, err
+    assert 3 <= done < job.train.epochs, "the kill must land mid-training"
+    assert not os.path.exists(outs[0][0])
+    return ckpt
+
+
+def _same_results(a, b):
+    for wa, wb in zip(a[0], b[0], strict=True):
+        sa, sb = load_torch(wa), load_torch(wb)
+        for name in sa:
+            assert torch.equal(sa[name], sb[name]), name
+    drop = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
+    for ra, rb in zip(a[1], b[1], strict=True):
+        assert drop(json.load(open(ra))["history"]) == drop(json.load(open(rb))["history"])
+
+
+@pytest.mark.parametrize(("model", "seeds"), [("lenet", [0]), ("mlp", [0, 1])])
+def test_killed_training_resumes_and_equals_an_uninterrupted_run(tmp_path, model, seeds):
+    job = _job(model, seeds, 25)
+    whole, killed = _outs(tmp_path, "whole", len(seeds)), _outs(tmp_path, "killed", len(seeds))
+    _run(tmp_path, job, whole)
+    ckpt = _kill_mid_training(tmp_path, job, killed)
+    out = _run(tmp_path, job, killed)
+    assert "resuming from" in out
     assert not os.path.exists(ckpt)  # removed once the outputs were written
-    for k in range(len(seeds)):
-        a, b = load_torch(whole["model_outs"][k]), load_torch(killed["model_outs"][k])
-        for name in a:
-            assert torch.equal(a[name], b[name]), name
-        ha = json.load(open(whole["metrics_outs"][k]))["history"]
-        hb = json.load(open(killed["metrics_outs"][k]))["history"]
-        drop = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
-        assert drop(ha) == drop(hb)
+    _same_results(whole, killed)
 
 
-def test_a_checkpoint_of_other_settings_is_ignored(tmp_path):
-    datasets = _specs(tmp_path, [0])
-    args = _args(tmp_path, "a", datasets, "mlp", 3)
-    ckpt = args["model_outs"][0] + ".ckpt"
-    torch.save({"settings": {"epochs": 99}, "seed": 0, "history": []}, ckpt)
-    proc = _start(args)
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
-    assert len(json.load(open(args["metrics_outs"][0]))["history"]) == 3
+@pytest.mark.parametrize("seeds", [[0], [0, 1]], ids=["one model", "seed ensemble"])
+def test_a_checkpoint_for_other_data_is_discarded(tmp_path, seeds):
+    # interrupt a real training, change sigma, run again: the result is a clean run's with the
+    # new sigma, not a run resumed on the old data
+    killed = _outs(tmp_path, "killed", len(seeds))
+    _kill_mid_training(tmp_path, _job("mlp", seeds, 25, sigma=1.0), killed)
+    changed = _job("mlp", seeds, 25, sigma=2.0)
+    out = _run(tmp_path, changed, killed)
+    assert "discarding checkpoint" in out and "written for other data" in out
+    assert "resuming" not in out
+    clean = _outs(tmp_path, "clean", len(seeds))
+    _run(tmp_path, changed, clean)
+    _same_results(clean, killed)
+
+
+def test_a_checkpoint_for_another_model_is_discarded_without_error(tmp_path):
+    # change an MLP's hidden width: no size mismatch, a clean retrain
+    killed = _outs(tmp_path, "killed", 1)
+    _kill_mid_training(tmp_path, _job("mlp", [0], 25, kwargs={"hidden": [64]}), killed)
+    wider = _job("mlp", [0], 25, kwargs={"hidden": [96]})
+    out = _run(tmp_path, wider, killed)
+    assert "discarding checkpoint" in out and "written for other model" in out
+    clean = _outs(tmp_path, "clean", 1)
+    _run(tmp_path, wider, clean)
+    _same_results(clean, killed)
+
+
+def test_a_checkpoint_of_other_settings_or_format_is_ignored(tmp_path):
+    outs = _outs(tmp_path, "a", 1)
+    torch.save({"settings": {"epochs": 99}, "seed": 0, "history": []}, outs[0][0] + ".ckpt")
+    out = _run(tmp_path, _job("mlp", [0], 3), outs)
+    assert "discarding checkpoint" in out
+    assert len(json.load(open(outs[1][0]))["history"]) == 3

@@ -99,3 +99,5 @@ def test_pool_size_comes_from_config_then_resource_then_visible_gpus():
     assert slots.slot_count(None, 4, 8) == 4
     assert slots.slot_count(None, None, 8) == 8
     assert slots.slot_count(None, None, 0) == 0
+    if not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/dev/kfd"):
+        assert slots.slot_count(None, None) == 0  # no GPU driver: no pool, without torch

@@ -1,11 +1,14 @@
-"""The real Snakemake DAG end to end on a micro config, and what a config change re-plans."""
+"""The real Snakemake DAG end to end on a micro config: the results, what a config change
+re-plans, and what a user is told (and what happens when they do it) when something is off."""
 
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import matplotlib.image as mpimg
@@ -16,10 +19,7 @@ import yaml
 from conftest import REPO
 
 MICRO = {
-    "architectures": {
-        "mlp": {"model": "mlp", "kwargs": {"hidden": [64]}},
-        "lenet": {"model": "lenet"},
-    },
+    "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}, "lenet": {}},
     "nads": {"n_networks": 48},
     "nad_pairs": {
         "architectures": ["mlp", "lenet"],
@@ -40,14 +40,24 @@ MICRO = {
 FIGURES = ("heatmap", "reliance", "complexity", "cross_sections")
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, env=None
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
-    res = subprocess.run([*cmd, *args], capture_output=True, text=True)
+    res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env)
     if check and res.returncode != 0:
         raise AssertionError(
             f"{' '.join([*cmd, *args])} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
         )
     return res
+
+
+def command(workdir: Path, line: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command line a message told the user to run, in the working directory, exactly
+    as written (with this Snakefile)."""
+    args = line.split()
+    assert args[0] == "snakemake", line
+    return snakemake(workdir, *args[1:], check=check)
 
 
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
@@ -79,9 +89,12 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     console = res.stdout + res.stderr  # one summary line per job, outside the job logs
     # 48 networks: the NADs past rank 47 are arbitrary, and the top-10 split-half overlap is low
     assert "at or past the rank (47) of lenet's NAD covariance" in console
-    assert "WARNING: NADs of lenet: split-half top-10 overlap" in console
-    assert "evaluate lenet i=0 j=1000 seed=0: test accuracy both" in console
-    assert re.search(r"train mlp i=0 j=0 seeds=\[0\]: loss \d\.\d{4}, train acc", console)
+    assert "NADs of lenet: split-half top-10 overlap" in console
+    assert "evaluate nad_pairs lenet i0_j1000 seed=0: test accuracy both" in console
+    assert re.search(r"train nad_pairs mlp i0_j0 seeds=\[0\]: loss \d\.\d{4}, train acc", console)
+    # the end of the run repeats every warning its jobs wrote
+    tail = console.split("Warnings of this run")[1]
+    assert "at or past the rank (47)" in tail and "NADs of mlp: split-half top-10 overlap" in tail
     df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
     key = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
     assert len(df) == 2 * 4 * 2 * 3 and not df.duplicated(key).any()
@@ -90,31 +103,50 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     assert df["accuracy"].between(0, 1).all() and (df["loss"] > 0).all()
     row = df.iloc[0]
     assert (row.eps1, row.eps2, row.sigma, row.n_train, row.n_test) == (1.0, 1.0, 1.0, 2000, 1000)
-    assert (row.epochs, row.lr_max, row.nad_estimator, row.nad_step) == (10, 0.2, "dipole", 100.0)
+    assert (row.epochs, row.lr_max, row.lr_schedule) == (10, 0.2, "triangular")
+    assert (row.nad_estimator, row.nad_step) == ("dipole", 100.0)
     assert set(df["nad_source"]) == {"mlp", "lenet"} and (df["nad_n_networks"] == 48).all()
     # each model's geometry and complexity, repeated on its condition rows
     assert df["reliance_deg"].between(0, 90).all()
-    assert df[["margin_v1", "margin_v2"]].gt(0).all().all() and df["margin_v1"].le(10).all()
+    found = df[["margin_v1", "margin_v2"]].replace(np.inf, np.nan)
+    assert ((found > 0) | found.isna()).all().all() and (found.fillna(0) <= 10).all().all()
+    assert df[["margin_v1_found", "margin_v2_found"]].stack().between(0, 1).all()
     assert (df["jacobian_norm_test"] >= 0).all() and (df["jacobian_norm_train"] >= 0).all()
     trans = df[["transitions_same_class", "transitions_diff_class", "transitions_random"]]
     assert (trans > 0).all().all()  # ReLU networks do change pattern along a closed ellipse
+    assert (df.loc[df.arch == "mlp", "relu_units"] == 64).all()
     assert (df.groupby(["arch", "nad_i", "nad_j"])["reliance_deg"].nunique() == 1).all()
+    # provenance: the library that made each row
+    from nadpipe import __version__
+    from nadpipe.provenance import source_hash
+
+    assert set(df["nadpipe_version"]) == {__version__} and set(df["nadpipe_source"]) == {
+        source_hash()
+    }
+    assert df["torch_version"].str.len().gt(0).all()
+    record = json.loads((workdir / "results/nad_pairs/models/lenet/i0_j0_s0.json").read_text())
+    nads = json.loads((workdir / "results/nads/lenet.json").read_text())
+    assert (
+        record["provenance"]["nadpipe_source"]
+        == nads["provenance"]["nadpipe_source"]
+        == source_hash()
+    )
 
 
-def test_same_config_gives_a_byte_identical_summary(run, tmp_path):
+def test_same_config_gives_a_byte_identical_summary_with_or_without_the_warm_worker(run, tmp_path):
     workdir, _ = run
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(MICRO))
-    snakemake(tmp_path, "--cores", "2")
-    summary = "results/nad_pairs/summary.parquet"
-    assert (tmp_path / summary).read_bytes() == (workdir / summary).read_bytes()
+    snakemake(tmp_path, "--cores", "2", env={**os.environ, "NADPIPE_NO_WORKER": "1"})
+    for path in (
+        "results/nad_pairs/summary.parquet",
+        "results/nads/lenet.pt",
+        "results/nads/lenet.npy",
+    ):
+        assert (tmp_path / path).read_bytes() == (workdir / path).read_bytes(), path
     # the timings, which differ from run to run, are kept beside it, one row per model
     runs = pd.read_parquet(tmp_path / "results/nad_pairs/runs.parquet")
-    assert (
-        len(runs) == 8
-        and (runs["train_seconds"] > 0).all()
-        and (runs["analysis_seconds"] > 0).all()
-    )
-    assert "train_seconds" not in pd.read_parquet(tmp_path / summary)
+    assert len(runs) == 8 and (runs["train_seconds"] > 0).all() and (runs["eval_seconds"] > 0).all()
+    assert "train_seconds" not in pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
     # where each model trained: the slot pool of the first run (gpu=2), none in the second
     first = pd.read_parquet(workdir / "results/nad_pairs/runs.parquet")
     assert set(first["cuda_visible_devices"]) <= {"0", "1"}
@@ -140,84 +172,86 @@ def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):
 
 def test_cross_sections_are_stored_per_model(run):
     workdir, _ = run
-    s = np.load(workdir / "results/nad_pairs/sections/lenet/i1000_j0_s0.npz")
+    s = np.load(workdir / "results/nad_pairs/eval/lenet/i1000_j0_s0.npz")
     assert s["values"].shape == (1, 11, 11) and s["a"].shape == (11,)
-    assert (int(s["nad_i"]), int(s["nad_j"])) == (1000, 0)
+    assert (int(s["key_nad_i"]), int(s["key_nad_j"])) == (1000, 0)
     assert s["a"][0] == -3.0 and s["a"][-1] == 3.0
     f = s["values"][0]  # rows along v2, columns along v1; LeNet uses v2 (its NAD 0) here
-    along_v2 = np.abs(f[-1] - f[0]).mean()
-    along_v1 = np.abs(f[:, -1] - f[:, 0]).mean()
-    assert along_v2 > 3 * along_v1
+    assert np.abs(f[-1] - f[0]).mean() > 3 * np.abs(f[:, -1] - f[:, 0]).mean()
 
 
-def test_heatmaps_and_report(run):
+def test_figures_and_report(run):
     workdir, _ = run
     for arch in ("mlp", "lenet"):
         for fig in FIGURES:
             img = mpimg.imread(workdir / f"results/nad_pairs/plots/{fig}_{arch}.png")
             assert img.shape[0] > 300 and img.shape[1] > 500 and img.std() > 0.05, fig
+    img = mpimg.imread(workdir / "results/nads/plots/nads_lenet.png")
+    assert img.shape[0] > 600 and img.std() > 0.05
+    assert np.load(workdir / "results/nads/lenet.npy").shape == (1024, 1024)
+    signatures = pd.read_parquet(workdir / "results/signatures/overlaps.parquet")
+    assert set(signatures["arch_b"]) == {"mlp", "lenet", "fourier"}
+    used = yaml.safe_load((workdir / "results/config.yaml").read_text())
+    assert used["nad_pairs"]["n_train"] == 2000 and used["nads"]["step"] == 100.0  # default filled
     snakemake(workdir, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
     for fig in FIGURES:
         assert f"{fig}_lenet.png" in html
-    assert "nads_lenet.png" in html
-    img = mpimg.imread(workdir / "results/nads/plots/nads_lenet.png")
-    assert img.shape[0] > 600 and img.std() > 0.05
+    assert "nads_lenet.png" in html and "summary_nad_pairs.html" in html
     assert "channel 2 zeroed" in html and "atan2" in html and "activation-pattern" in html
-    assert "config.yaml" in html and "every" in html  # the resolved config and its caption
-    used = yaml.safe_load((workdir / "results/config.yaml").read_text())
-    assert used["nad_pairs"]["n_train"] == 2000 and used["nads"]["step"] == 100.0  # default filled
+    assert "Headline numbers" in html and "What ran" in html  # the landing page
+    assert "System Message" not in html and "Docutils" not in html  # every caption renders
 
 
 def test_config_changes_replan_only_the_cells_they_touch(run):
     workdir, _ = run
     assert planned(workdir) == {}
-    per_cell = ("pair_dataset", "train_pair", "evaluate_pair", "analyze_pair")
-    # every change: the summary, its figures, and the resolved config of the report
-    summary = {
-        "aggregate_pairs": 1,
-        "plot_pair_heatmap": 2,
-        "plot_pair_metrics": 4,
-        "resolved_config": 1,
-    }
-    # a new seed: its 8 cells, then the summary and its figures; no NADs; the cross-section
-    # figures show the first seed only and stay
+    # every change: the summary, its figures, its table, the landing page and the config
+    summary = {"aggregate": 1, "report_summary": 1, "report_landing": 1, "resolved_config": 1}
+    per_cell = ("train", "evaluate")
+    # a new seed: its 8 cells; the cross-section figures show the first seed only and stay
     assert planned(workdir, {"nad_pairs": {"seeds": [0, 1]}}) == {
         **dict.fromkeys(per_cell, 8),
         **summary,
+        "plot": 6,
     }
     # a new NAD index: 3x3 - 2x2 = 5 new pairs per architecture
     assert planned(workdir, {"nad_pairs": {"indices": [0, 10, 1000]}}) == {
         **dict.fromkeys(per_cell, 10),
         **summary,
-        "plot_cross_sections": 2,
+        "plot": 8,
     }
-    # one architecture's training: only its models, no data or NADs
+    # one architecture's training: only its models, no NADs
     assert planned(workdir, {"nad_pairs": {"train_per_arch": {"lenet": {"epochs": 11}}}}) == {
-        "train_pair": 4,
-        "evaluate_pair": 4,
-        "analyze_pair": 4,
-        **summary,
-        "plot_cross_sections": 1,
-    }
-    # evaluation only: no retraining
-    assert planned(workdir, {"nad_pairs": {"eval_batch_size": 123}}) == {
-        "evaluate_pair": 8,
-        **summary,
-    }
-    # analysis only: no retraining, no re-evaluation
-    assert planned(workdir, {"analysis": {"margin_max": 5.0}}) == {
-        "analyze_pair": 8,
-        **summary,
-        "plot_cross_sections": 2,
-    }
-    # one architecture's NAD settings: its NADs and everything downstream of them only
-    assert planned(workdir, {"architectures": {"mlp": {"nads": {"n_networks": 20}}}}) == {
-        "nads": 1,
-        "plot_nads": 1,
         **dict.fromkeys(per_cell, 4),
         **summary,
-        "plot_cross_sections": 1,
+        "plot": 7,
+    }
+    # evaluation or analysis only: no retraining
+    assert planned(workdir, {"nad_pairs": {"eval_batch_size": 123}}) == {
+        "evaluate": 8,
+        **summary,
+        "plot": 8,
+    }
+    assert planned(workdir, {"analysis": {"margin_max": 5.0}}) == {
+        "evaluate": 8,
+        **summary,
+        "plot": 8,
+    }
+    # one architecture's NAD settings: its NADs and everything downstream of them only
+    assert planned(workdir, {"architectures": {"mlp": {"nads": {"n_networks": 40}}}}) == {
+        "nads": 1,
+        "plot_nads": 1,
+        "signatures": 1,
+        **dict.fromkeys(per_cell, 4),
+        **summary,
+        "plot": 7,
+    }
+    # the warning threshold of the NAD figure: the figure only
+    assert planned(workdir, {"nads": {"min_overlap_top10": 0.1}}) == {
+        "plot_nads": 2,
+        "resolved_config": 1,
+        "report_landing": 1,
     }
 
 
@@ -243,8 +277,8 @@ def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(grouped))
     plan = planned(tmp_path)
-    assert plan["train_pair_seeds"] == 4 and "train_pair" not in plan  # one job per (i, j)
-    assert plan["evaluate_pair"] == 8  # still one artifact per (cell, seed)
+    assert plan["train_nad_pairs_seeds"] == 4 and "train" not in plan  # one job per (i, j)
+    assert plan["evaluate"] == 8  # still one artifact per (cell, seed)
     snakemake(tmp_path, "--cores", "2")
     key = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
     g = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet").set_index(key)
@@ -258,22 +292,146 @@ def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):
     assert record["trained_with_seeds"] == 2 and len(record["history"]) == 10
 
 
-def test_a_corrupt_artifact_is_named_with_the_command_that_rebuilds_it(run, tmp_path):
-    workdir, _ = run
+def _copy(workdir: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "wf"
-    shutil.copytree(workdir, copy)
-    spec = "results/nad_pairs/datasets/lenet/i0_j0_s0.pt"
-    data = (copy / spec).read_bytes()
-    (copy / spec).write_bytes(data[: len(data) // 3])
-    res = snakemake(
-        copy, "--cores", "1", "--force", "results/nad_pairs/models/lenet/i0_j0_s0.pt", check=False
-    )
+    shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns(".nadpipe"))
+    return copy
+
+
+def test_a_corrupt_artifact_is_named_and_the_command_given_rebuilds_everything(run, tmp_path):
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    model = "results/nad_pairs/models/lenet/i0_j0_s0.pt"
+    data = (copy / model).read_bytes()
+    (copy / model).write_bytes(data[: len(data) // 3])
+    (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()  # its evaluation is due
+    res = snakemake(copy, "--cores", "1", check=False)
     assert res.returncode != 0
-    log = (copy / "logs/nad_pairs/train/lenet/i0_j0_s0.log").read_text()
-    assert f"{spec} cannot be read" in log and f"snakemake --cores all --force {spec}" in log
-    # the command it names does rebuild it
-    snakemake(copy, "--cores", "1", "--force", spec)
-    assert (copy / spec).read_bytes() == data
+    log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
+    match = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)
+    assert f"{model} cannot be read" in log and match
+    assert match[1] == f"snakemake --cores all --forcerun {model}"
+    # exactly the command it names: the model, its evaluation and everything made from them
+    command(copy, match[1])
+    assert (copy / model).read_bytes() == data  # the same bytes: training is deterministic
+    assert planned(copy) == {}  # nothing left stale
+    a = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
+    b = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_results_made_by_other_library_source_are_named_with_the_command(run, tmp_path):
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    # as if an older checkout of the library had made lenet's NADs and one model
+    for path in ("results/nads/lenet.json", "results/nad_pairs/models/lenet/i0_j0_s0.json"):
+        st = (copy / path).stat()
+        record = json.loads((copy / path).read_text())
+        record["provenance"]["nadpipe_source"] = "0123456789abcdef"
+        (copy / path).write_text(json.dumps(record))
+        os.utime(copy / path, ns=(st.st_atime_ns, st.st_mtime_ns))  # as made then
+    res = snakemake(copy, "-n", "--cores", "1")
+    out = res.stdout + res.stderr
+    assert "2 result(s) on disk were made by other nadpipe library source" in out
+    assert "1 of rule nads, 1 of rule train" in out
+    assert planned(copy) == {}  # it says so; it does not rerun by itself
+    given = re.search(r"(snakemake --cores all --forcerun [\w ]+)", out)[1]
+    assert given == "snakemake --cores all --forcerun nads train"
+    command(copy, given)
+    out = snakemake(copy, "-n", "--cores", "1").stdout
+    assert "other nadpipe library source" not in out and "Nothing to be done" in out
+
+
+def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_path):
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    # a first run that executes jobs for a while (every figure again)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(copy),
+        "--cores",
+        "1",
+        "--forcerun",
+        "plot",
+        "plot_nads",
+    ]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while not (copy / ".nadpipe/run.lock").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)
+    second = snakemake(copy, "--cores", "1", check=False)
+    out = second.stdout + second.stderr
+    assert second.returncode != 0
+    assert f"another run is executing jobs in this directory (snakemake pid {first.pid}" in out
+    assert "--rerun-incomplete" not in out and "wait for it to end" in out.lower()
+    assert "A dry run" in out and snakemake(copy, "-n", "--cores", "1").returncode == 0
+    first.wait(timeout=300)
+    assert first.returncode == 0
+    # what it says to do: run the command again once the first has ended
+    assert snakemake(copy, "--cores", "1").returncode == 0
+    assert planned(copy) == {}
+
+
+def test_a_deleted_intermediate_is_rebuilt_as_the_readme_says(run, tmp_path):
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    model = "results/nad_pairs/models/mlp/i0_j0_s0.pt"
+    (copy / model).unlink()
+    # what Snakemake does (README, "Deleting a file by hand"): the results made from it are up
+    # to date, so a plain run does not rebuild it
+    assert planned(copy) == {}
+    # asked for by name, it alone is rebuilt; --forcerun rebuilds it and everything made from it
+    assert "train" in snakemake(copy, "-n", "--cores", "1", model).stdout
+    command(copy, f"snakemake --cores all --forcerun {model}")
+    assert (copy / model).read_bytes() == (workdir / model).read_bytes()
+    assert planned(copy) == {}
+
+
+def test_a_killed_run_is_finished_by_following_snakemakes_advice(run, tmp_path):
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    for p in (copy / "results/nad_pairs/eval/mlp").glob("*"):
+        p.unlink()  # work for a run to do
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(copy),
+        "--cores",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.time() + 60
+    while not list((copy / ".snakemake/incomplete").glob("*")) and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its jobs, at once
+    proc.wait()
+    # whatever Snakemake says to do next, done to the letter, finishes the run
+    for _ in range(3):
+        res = snakemake(copy, "--cores", "1", check=False)
+        if res.returncode == 0:
+            break
+        out = res.stdout + res.stderr
+        if "--unlock" in out and "cannot be locked" in out:
+            snakemake(copy, "--unlock")
+        elif "--rerun-incomplete" in out:
+            snakemake(copy, "--cores", "1", "--rerun-incomplete")
+        else:
+            raise AssertionError(out[-3000:])
+    assert planned(copy) == {}
+    a = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
+    pd.testing.assert_frame_equal(a, pd.read_parquet(workdir / "results/nad_pairs/summary.parquet"))
 
 
 def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):
@@ -282,16 +440,16 @@ def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):
         "nad_pairs": {
             **MICRO["nad_pairs"],
             "architectures": ["mlp"],
-            "indices": [0, 1000],
             "train_per_arch": {"mlp": {"lr_max": 1.0e4, "grad_clip": None}},
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    snakemake(tmp_path, "--cores", "2")
+    res = snakemake(tmp_path, "--cores", "2")
     df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
     assert len(df) == 4 * 6 and df["diverged"].all()
     assert df["accuracy"].isna().all() and df["reliance_deg"].isna().all()
     assert (df["diverged_epoch"] >= 1).all()
+    assert "4 training(s) of nad_pairs diverged" in res.stdout + res.stderr
     for fig in ("heatmap", "reliance", "complexity"):  # still drawn, the cells hatched in red
         img = mpimg.imread(tmp_path / f"results/nad_pairs/plots/{fig}_mlp.png")
         red = (img[..., 0] > 0.8) & (img[..., 1] < 0.3) & (img[..., 2] < 0.3)

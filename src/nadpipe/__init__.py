@@ -1,3 +1,7 @@
-"""nadpipe: how an architecture's neural anisotropy directions decide what it learns."""
+"""nadpipe: how an architecture's neural anisotropy directions decide which of several equally
+good solutions it learns (a Snakemake + PyTorch pipeline, and a library).
 
-__version__ = "0.1.0"
+The version below is the one place it is stated (pyproject.toml reads it from here).
+"""
+
+__version__ = "0.2.0"

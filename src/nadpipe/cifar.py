@@ -14,15 +14,16 @@ that rebuilds a study's data gets the same bytes as the job before it.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .data import SIDE, sample_dv
+from .data import sample_dv
 from .io import atomic_write, generator
+from .settings import CifarData
 
 BASE_FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{k}" for k in range(1, 6)]
@@ -40,7 +41,6 @@ CLASSES = (
     "ship",
     "truck",
 )
-STUDIES = ("cifar_nad", "poison", "flip")
 
 
 def cifar_files(root: str) -> list[str]:
@@ -102,17 +102,8 @@ def load_cifar10(
     return x, torch.tensor(ds.targets, dtype=torch.long)
 
 
-@dataclass(frozen=True)
-class CifarSettings:
-    root: str = "data/cifar10"
-    verify_md5: bool = True
-    n_train: int | None = None  # the first n training images (None: all 50 000)
-    n_test: int | None = None  # the first n test images (None: all 10 000)
-    mean: tuple[float, ...] | None = (0.4914, 0.4822, 0.4465)  # None: no normalisation
-    std: tuple[float, ...] | None = (0.2470, 0.2435, 0.2616)
-
-
-def load_splits(s: CifarSettings) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+@functools.cache
+def load_splits(s: CifarData) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """{"train": (x, y), "test": (x, y)}: x (n, 3, 32, 32) float32 in [0, 1], y (n,) classes."""
     out = {}
     for split, n in (("train", s.n_train), ("test", s.n_test)):
@@ -125,7 +116,7 @@ def load_splits(s: CifarSettings) -> dict[str, tuple[torch.Tensor, torch.Tensor]
     return out
 
 
-def normalise(x: torch.Tensor, s: CifarSettings) -> torch.Tensor:
+def normalise(x: torch.Tensor, s: CifarData) -> torch.Tensor:
     """Per-channel (x - mean) / std of images in [0, 1]; unchanged when mean is None."""
     if s.mean is None:
         return x
@@ -142,14 +133,14 @@ def binary_labels(classes: torch.Tensor) -> torch.Tensor:
     return (classes >= 5).long()
 
 
-def with_synthetic_channel(
+def with_synthetic(
     x: torch.Tensor, y01: torch.Tensor, v: torch.Tensor, eps: float, sigma: float, seed: object
 ) -> torch.Tensor:
-    """x (n, 3, 32, 32) with a fourth channel drawn from D(v) with the labels 2 * y01 - 1;
-    `seed` (any printable value) seeds the draw."""
+    """x (n, 3, 32, 32) with channels drawn from D(v) appended (v shaped (C, 32, 32): C more
+    channels) with the labels 2 * y01 - 1; `seed` (any printable value) seeds the draw."""
     gen = generator("cifar-nad-channel", seed)
     synthetic = sample_dv(v, y01.double() * 2 - 1, eps, sigma, gen)
-    return torch.cat([x, synthetic.reshape(len(x), 1, SIDE, SIDE)], dim=1)
+    return torch.cat([x, synthetic.reshape(len(x), *v.shape)], dim=1)
 
 
 # -- poison ---------------------------------------------------------------------------------
@@ -172,7 +163,7 @@ def poison(x01: torch.Tensor, classes: torch.Tensor, vectors: torch.Tensor, i: i
     itself. Pixels may leave [0, 1] by at most eps.
     """
     u = vectors[[i, i + 1]].double()  # (2, 1024), orthonormal
-    flat = x01.double().reshape(len(x01), 3, SIDE * SIDE)
+    flat = x01.double().reshape(len(x01), 3, 1024)
     flat = flat - (flat @ u.T) @ u  # remove both coefficients in every channel
     for c in range(10):
         offset, channel, sign = carrier(c)
@@ -192,8 +183,10 @@ def flip_matrix(vectors: torch.Tensor) -> torch.Tensor:
 
 
 def flip_images(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Each channel of x (n, c, 32, 32) mapped by the flip matrix `m`."""
-    flat = x.double().reshape(*x.shape[:2], SIDE * SIDE)
+    """x (n, C, H, W) mapped by the flip matrix `m`: each channel alone for 1-channel NADs
+    (m of size H * W), the whole image for colour NADs (m of size C * H * W)."""
+    per_channel = m.shape[0] == x.shape[2] * x.shape[3]
+    flat = x.double().reshape(*x.shape[:2], -1) if per_channel else x.double().flatten(1)
     return (flat @ m.T).reshape(x.shape).to(x.dtype)
 
 
@@ -213,14 +206,14 @@ def write_cifar10_like(root: str, n_train: int = 500, n_test: int = 200, seed: i
 
     def batch(n: int, name: str) -> dict:
         labels = rng.integers(0, 10, size=n)
-        img = tint[labels][:, :, None] + rng.normal(0, 40, size=(n, 3, SIDE * SIDE))
-        data = np.clip(img, 0, 255).astype(np.uint8).reshape(n, 3 * SIDE * SIDE)
+        img = tint[labels][:, :, None] + rng.normal(0, 40, size=(n, 3, 1024))
+        data = np.clip(img, 0, 255).astype(np.uint8).reshape(n, 3 * 1024)
         return {"batch_label": name, "labels": labels.tolist(), "data": data}
 
     per = [n_train // 5 + (k < n_train % 5) for k in range(5)]
     content = {name: batch(n, name) for name, n in zip(TRAIN_FILES, per, strict=True)}
     content["test_batch"] = batch(n_test, "test_batch")
-    content["batches.meta"] = {"label_names": list(CLASSES), "num_vis": 3 * SIDE * SIDE}
+    content["batches.meta"] = {"label_names": list(CLASSES), "num_vis": 3 * 1024}
     for name, obj in content.items():
 
         def write(tmp: str, obj: dict = obj) -> None:
@@ -229,64 +222,3 @@ def write_cifar10_like(root: str, n_train: int = 500, n_test: int = 200, seed: i
 
         atomic_write(os.path.join(folder, name), write)
     return folder
-
-
-# -- a study's data ----------------------------------------------------------------------------
-
-# study -> (input channels, classes)
-SHAPES = {"cifar_nad": (4, 2), "poison": (3, 10), "flip": (3, 10)}
-# study -> condition -> channels kept (the others are zeroed)
-CONDITIONS = {
-    "cifar_nad": {"all": (0, 1, 2, 3), "cifar_only": (0, 1, 2), "synthetic_only": (3,)},
-    "poison": {"all": (0, 1, 2)},
-    "flip": {"all": (0, 1, 2)},
-}
-
-
-def variants(study: str, cfg_study: dict) -> list[str]:
-    """The grid of one study besides architectures and seeds, as path-safe names."""
-    if study == "cifar_nad":
-        return [f"k{k}" for k in cfg_study["indices"]]
-    if study == "poison":
-        return [f"i{i}" for i in cfg_study["indices"]]
-    return ["original", "flipped"]
-
-
-def variant_columns(study: str, variant: str) -> dict:
-    """The columns that name a variant in the study's parquet."""
-    if study == "cifar_nad":
-        return {"nad_k": int(variant[1:])}
-    if study == "poison":
-        return {"nad_i": int(variant[1:])}
-    return {"representation": variant}
-
-
-def study_data(
-    study: str, variant: str, seed: int, data: dict, s: CifarSettings, vectors: torch.Tensor
-) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """{"train": (x, y), "test": (x, y)} of one (study, variant, seed); x float32, y int64.
-
-    `data` holds the study's data settings (cifar_nad: eps, sigma; poison: eps), `vectors` the
-    architecture's NADs (d, 1024) by row.
-    """
-    raw = load_splits(s)
-    if study == "cifar_nad":
-        v = vectors[int(variant[1:])]
-        out = {}
-        for split, (x, classes) in raw.items():
-            y = binary_labels(classes)
-            seed_ = (split, variant, seed)
-            x4 = with_synthetic_channel(normalise(x, s), y, v, data["eps"], data["sigma"], seed_)
-            out[split] = (x4, y)
-        return out
-    if study == "poison":
-        (x_train, c_train), (x_test, c_test) = raw["train"], raw["test"]
-        poisoned = poison(x_train, c_train, vectors, int(variant[1:]), data["eps"])
-        return {"train": (normalise(poisoned, s), c_train), "test": (normalise(x_test, s), c_test)}
-    if study == "flip":
-        m = flip_matrix(vectors) if variant == "flipped" else None
-        return {
-            split: (normalise(x, s) if m is None else flip_images(normalise(x, s), m), c)
-            for split, (x, c) in raw.items()
-        }
-    raise ValueError(f"unknown CIFAR study {study!r}; one of {STUDIES}")

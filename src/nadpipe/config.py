@@ -1,343 +1,545 @@
-"""The config: schema validation with defaults, checks a schema cannot express, and the grid.
+"""The config: validation against the schema with strict numbers, defaults from nadpipe.settings,
+the checks a schema cannot express, and the typed `Config` the workflow plans from.
 
-The Snakefile calls `load_config` once at parse time, so a bad config stops the run before any
-job, with a message naming the key. Rules then take their values from the helpers here
-(per architecture, per cell), so a change to one architecture re-plans only its jobs.
+The Snakefile calls `load_config` once at parse time, so a config that cannot mean anything
+stops the run before any job, with a message naming the key. Loading needs no torch unless a
+model has to be checked (user models, keyword arguments, other input shapes).
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-from dataclasses import asdict
-from itertools import product
+import math
+import os
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jsonschema
 import yaml
 
-from . import cifar, studies
-from .models import REGISTRY, ModelError, build_model, check_output_shape
-from .nads import NadSettings
-from .train import TrainSettings
+from . import settings as st
+from .settings import REGISTRY_NAMES, Architecture, NadConfig, Shape, StudySettings
+from .studies import REGISTRY
 
-STUDIES = ("nad_pairs", *studies.STUDIES)
-# (input channels, classes) of each study's models; NADs use single-logit 1-channel networks
-SHAPES = {"nads": (1, 1), "nad_pairs": (2, 2), **studies.SHAPES}
+NAME_PATTERN = r"[A-Za-z0-9_-]{1,64}"
+MAX_FULL_D = 4096  # as nadpipe.nads: above it, NADs come from the Gram matrix and need top_k
 
 
 class ConfigError(ValueError):
     """The config is invalid; the message names the key and how to fix it."""
 
 
-class Cell(NamedTuple):
-    arch: str
-    i: int
-    j: int
-    seed: int
+# -- schema validation ------------------------------------------------------------------------
 
 
-class StudyCell(NamedTuple):
-    study: str
-    arch: str
-    variant: str  # "k<NAD>" (cifar_nad, single_direction), "i<NAD>" (poison),
-    #               "original" | "flipped" (flip), "f<a>_<b>" (fourier)
-    seed: int
+def _finite_number(_checker, x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _with_defaults(cls: type) -> type:
-    """A validator class that also fills in each property's `default` (jsonschema FAQ)."""
-    validate_properties = cls.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):  # noqa: ANN001
-        if isinstance(instance, dict):
-            for name, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub:
-                    instance.setdefault(name, copy.deepcopy(sub["default"]))
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return jsonschema.validators.extend(cls, {"properties": set_defaults})
+def _integer(_checker, x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _key(path: Any) -> str:
+def _validator_class() -> type:
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine_many({"number": _finite_number, "integer": _integer})
+    return jsonschema.validators.extend(base, type_checker=checker)
+
+
+def _key(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def _schema_error_message(err: jsonschema.ValidationError, config: dict) -> str:
-    key = _key(err.absolute_path)
-    if err.validator == "additionalProperties":
-        # name the unknown key and the closest valid one
-        parent = err.instance if isinstance(err.instance, dict) else {}
-        allowed = list(err.schema.get("properties", {}))
-        unknown = [k for k in parent if k not in allowed]
-        hints = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, allowed, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            hints.append(f"unknown key {'.'.join([*map(str, err.absolute_path), k])!r}{hint}")
-        return "; ".join(hints) + f". Valid keys here: {', '.join(allowed)}"
+def _yaml(x: Any) -> str:
+    if isinstance(x, float) and not math.isfinite(x):
+        return ".nan" if math.isnan(x) else (".inf" if x > 0 else "-.inf")
+    return repr(x)
+
+
+def _wants(err, kind: str) -> bool:
+    """Whether the failing schema (or a branch of its anyOf) asks for type `kind`."""
+    schemas = [err.schema, *[e.schema for e in (err.context or [])]]
+    return any(s.get("type") == kind for s in schemas if isinstance(s, dict))
+
+
+# the settings class of each block, by path pattern ("*" = any name), for the valid keys
+def _block_class(path: list) -> type | None:
+    if not path:
+        return None
+    head = path[0]
+    if head in st.STUDY_SETTINGS:
+        if len(path) == 1:
+            return st.STUDY_SETTINGS[head]
+        if path[1] == "train" and len(path) == 2 or path[1] == "train_per_arch" and len(path) == 3:
+            return st.TrainSettings
+        return None
+    if head == "architectures" and len(path) == 2:
+        return Architecture
+    if head == "architectures" and len(path) == 3 and path[2] == "nads":
+        return NadConfig
+    nested = {
+        "cross_section": st.CrossSection,
+        "transitions": st.Transitions,
+        "nad_bands": st.NadBands,
+    }
+    if head == "analysis" and len(path) == 2:
+        return nested.get(path[1])
+    return st.BLOCKS.get(head) if len(path) == 1 else None
+
+
+def _unknown_keys(err) -> str:
+    path = list(err.absolute_path)
+    cls = _block_class(path)
+    allowed = [f.name for f in fields(cls)] if cls else list(err.schema.get("properties", {}))
+    if not path:
+        allowed = list(st.BLOCKS) + list(st.STUDY_SETTINGS) + ["architectures"]
+    instance = err.instance if isinstance(err.instance, dict) else {}
+    hints = []
+    for k in instance:
+        if k in allowed:
+            continue
+        close = difflib.get_close_matches(str(k), allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hints.append(f"unknown key {'.'.join([*map(str, path), str(k)])!r}{hint}")
+    return "; ".join(hints) + f". Valid keys here: {', '.join(allowed)}"
+
+
+def _message(err) -> str:
+    path = list(err.absolute_path)
+    key, x = _key(path), err.instance
+    if err.validator in ("additionalProperties", "unevaluatedProperties"):
+        return _unknown_keys(err)
+    if isinstance(x, float) and not math.isfinite(x):
+        return (
+            f"config key {key!r}: {_yaml(x)} is not a finite number (NaN and infinity are "
+            "refused here: no setting of this key means them)"
+        )
+    if isinstance(x, float) and x.is_integer() and _wants(err, "integer"):
+        return f"config key {key!r}: {x!r} is not an integer: write {int(x)}"
+    if isinstance(x, str) and _wants(err, "number"):
+        try:
+            float(x)
+            return (
+                f"config key {key!r}: {x!r} is text, not a number (YAML reads a number like "
+                f"1e-5 without a decimal point as text: write {float(x)!r})"
+            )
+        except ValueError:
+            pass
+    if err.validator == "pattern" and err.schema.get("pattern", "").startswith("^[A-Za-z0-9_-]"):
+        where = f"{key}.{x}" if "propertyNames" in err.schema_path else key
+        return (
+            f"config key {where!r}: {x!r} is not a valid architecture name: use letters, "
+            "digits, '_' and '-', at most 64 characters (names become file names)"
+        )
     return f"config key {key!r}: {err.message}"
 
 
 def validate(config: dict, schema_path: str | Path) -> dict:
-    """A deep copy of `config`, validated against the schema with defaults filled in."""
+    """A deep copy of `config`, checked against the schema (no defaults filled)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    cls = _with_defaults(jsonschema.validators.validator_for(schema))
     cfg = copy.deepcopy(dict(config))
-    errors = sorted(cls(schema).iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(
+        _validator_class()(schema).iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path))
+    )
     if errors:
-        raise ConfigError(
-            "invalid config:\n  " + "\n  ".join(_schema_error_message(e, cfg) for e in errors)
-        )
+        messages = list(dict.fromkeys(_message(e) for e in errors))
+        raise ConfigError("invalid config:\n  " + "\n  ".join(messages))
     return cfg
 
 
-def arch_entry(cfg: dict, arch: str) -> dict:
-    """The architecture's entry, or the registry default when the name is a registry model."""
-    entry = cfg["architectures"].get(arch)
-    if entry is None:
-        return {"model": arch, "kwargs": {}, "nads_from": None, "nads": {}}
-    return {"model": arch, **entry}
+# -- typed settings from validated data --------------------------------------------------------
 
 
-def _check_arch(cfg: dict, arch: str, where: str) -> None:
-    if arch not in cfg["architectures"] and arch not in REGISTRY:
-        close = difflib.get_close_matches(arch, [*cfg["architectures"], *REGISTRY], n=1)
+def _tuples(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_tuples(x) for x in v)
+    return v
+
+
+def _build(default: Any, data: dict) -> Any:
+    """The settings `default` with the values of `data` put in (nested blocks merged, lists as
+    tuples, dict keys in sorted order so that the same settings print the same)."""
+    changes = {}
+    for f in fields(default):
+        if f.name not in data:
+            continue
+        old, new = getattr(default, f.name), data[f.name]
+        if is_dataclass(old):
+            changes[f.name] = _build(old, new)
+        elif isinstance(old, Shape):
+            changes[f.name] = Shape(*new)
+        elif isinstance(old, dict):
+            changes[f.name] = dict(sorted(new.items()))
+        else:
+            changes[f.name] = _tuples(new)
+    return replace(default, **changes)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated config with every default filled in (see nadpipe.settings)."""
+
+    architectures: dict[str, Architecture]
+    nads: NadConfig
+    analysis: st.AnalysisSettings
+    cifar10: st.CifarSettings
+    gpus: st.GpuSettings
+    studies: dict[str, StudySettings]
+
+    def arch(self, name: str) -> Architecture:
+        """The architecture's entry, or a registry model's default entry."""
+        entry = self.architectures.get(name) or Architecture(model=name)
+        return entry if entry.model else replace(entry, model=name)
+
+    def nad_source(self, name: str) -> str:
+        """The architecture whose NADs `name` uses."""
+        return self.arch(name).nads_from or name
+
+    def nad_config(self, name: str) -> NadConfig:
+        """The NAD settings of the architecture `name` (its own NADs: no nads_from)."""
+        return _build(self.nads, self.arch(name).nads)
+
+    def nad_shape(self, name: str) -> Shape:
+        """The shape of the NADs `name` uses (its source's input shape)."""
+        return self.arch(self.nad_source(name)).shape
+
+    def enabled(self) -> list[str]:
+        return [s for s, v in self.studies.items() if v.enabled]
+
+    def resolved(self) -> dict:
+        """The config as plain data with every default filled in (results/config.yaml)."""
+        out = {"architectures": {k: st.plain(v) for k, v in self.architectures.items()}}
+        for block in st.BLOCKS:
+            out[block] = st.plain(getattr(self, block))
+        for study, s in self.studies.items():
+            out[study] = st.plain(s)
+        return out
+
+
+def build(cfg: dict) -> Config:
+    archs = {
+        name: _build(Architecture(), entry) for name, entry in cfg.get("architectures", {}).items()
+    }
+    blocks = {b: _build(cls(), cfg.get(b, {})) for b, cls in st.BLOCKS.items()}
+    studies = {s: _build(cls(), cfg.get(s, {})) for s, cls in st.STUDY_SETTINGS.items()}
+    return Config(architectures=dict(sorted(archs.items())), studies=studies, **blocks)
+
+
+# -- checks the schema cannot express ------------------------------------------------------------
+
+
+def _known(cfg: Config, name: str, key: str) -> None:
+    if name not in cfg.architectures and name not in REGISTRY_NAMES:
+        close = difflib.get_close_matches(name, [*cfg.architectures, *REGISTRY_NAMES], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(
-            f"config key {where!r}: unknown architecture {arch!r}{hint}; define it under "
-            f"'architectures' or use a registry model: {', '.join(sorted(REGISTRY))}"
+            f"config key {key!r}: unknown architecture {name!r}{hint}; define it under "
+            f"'architectures' or use a registry model: {', '.join(sorted(REGISTRY_NAMES))}"
         )
 
 
-def _check_model(cfg: dict, arch: str, shapes: set[tuple[int, int]]) -> None:
-    entry = arch_entry(cfg, arch)
-    try:
-        for in_channels, num_classes in sorted(shapes):
-            net = build_model(entry["model"], in_channels, num_classes, entry["kwargs"])
-            check_output_shape(net, entry["model"], in_channels, num_classes)
-    except ModelError as e:
-        raise ConfigError(f"config key 'architectures.{arch}.model': {e}") from e
-    except TypeError as e:
-        raise ConfigError(f"config key 'architectures.{arch}.kwargs': {e}") from e
-
-
-def check(cfg: dict) -> None:
-    """Checks the schema cannot express; raise `ConfigError` naming the key."""
-    used: set[str] = set()
-    shapes: dict[str, set[tuple[int, int]]] = {}
-    for study in STUDIES:
-        s = cfg[study]
-        if not s["enabled"]:
+def _check_sources(cfg: Config, used: set[str]) -> None:
+    """nads_from points to a source directly, and no setting is given that would be ignored."""
+    for name in sorted(used):
+        a = cfg.arch(name)
+        if a.nads_from is None:
             continue
-        for arch in s["architectures"]:
-            _check_arch(cfg, arch, f"{study}.architectures")
-            used.add(arch)
-            shapes.setdefault(arch, set()).add(SHAPES[study])
-        for arch in s.get("train_per_arch", {}):
-            _check_arch(cfg, arch, f"{study}.train_per_arch")
-    for arch in sorted(used):
-        src = arch_entry(cfg, arch)["nads_from"]
-        if src is not None:
-            _check_arch(cfg, src, f"architectures.{arch}.nads_from")
-            if arch_entry(cfg, src)["nads_from"] is not None:
-                raise ConfigError(
-                    f"config key 'architectures.{arch}.nads_from': {src!r} takes its NADs from "
-                    f"another architecture itself; point to the source directly"
-                )
-            used.add(src)
-    for arch in used:
-        shapes.setdefault(nad_source(cfg, arch), set()).add(SHAPES["nads"])
-    if any(cfg[study]["enabled"] for study in cifar.STUDIES):
-        c = cfg["cifar10"]
-        if not c["download"] and cifar.missing_files(c["root"]):
-            raise ConfigError(cifar.missing_message(c["root"]))
-        if len(c["mean"]) != len(c["std"]):
-            raise ConfigError("config keys 'cifar10.mean' and 'cifar10.std' differ in length")
-    pairs = cfg["analysis"]["cross_section"]["pairs"]
-    indices = set(cfg["nad_pairs"]["indices"])
-    for k, (i, j) in enumerate(pairs or []):
-        if i not in indices or j not in indices:
+        key = f"architectures.{name}"
+        _known(cfg, a.nads_from, f"{key}.nads_from")
+        if cfg.arch(a.nads_from).nads_from is not None:
             raise ConfigError(
-                f"config key 'analysis.cross_section.pairs.{k}': ({i}, {j}) is not a pair of "
-                f"nad_pairs.indices {sorted(indices)}"
+                f"config key '{key}.nads_from': {a.nads_from!r} takes its NADs from another "
+                "architecture itself; point to the source directly"
             )
-    for arch in sorted(shapes):
-        entry = arch_entry(cfg, arch)
-        if entry["model"] not in REGISTRY or entry["kwargs"]:
-            _check_model(cfg, arch, shapes[arch])
+        for field_name, given in (("nads", a.nads), ("nads_file", a.nads_file)):
+            if given:
+                raise ConfigError(
+                    f"config key '{key}.{field_name}': {name} takes its NADs from "
+                    f"{a.nads_from!r} (nads_from), so this setting would be ignored; set it on "
+                    f"{a.nads_from!r}, or remove nads_from"
+                )
+        if a.shape != cfg.arch(a.nads_from).shape and name in cfg.architectures:
+            raise ConfigError(
+                f"config key '{key}.shape': {name} takes its NADs from {a.nads_from!r}, whose "
+                f"shape is {cfg.arch(a.nads_from).shape}; the NADs fix the input shape"
+            )
+    for name in sorted(used):
+        a = cfg.arch(name)
+        if a.nads_file and a.nads:
+            raise ConfigError(
+                f"config key 'architectures.{name}.nads': {name} reads its NADs from "
+                f"{a.nads_file!r} (nads_file), so these settings would be ignored"
+            )
 
 
-def load_config(config: dict, schema_path: str | Path) -> dict:
-    """Validate, fill defaults and check `config`; the result is what rules read from."""
-    cfg = validate(config, schema_path)
-    check(cfg)
-    return cfg
+def nad_count(cfg: Config, name: str) -> int:
+    """How many NADs the architecture `name` has: top_k, the file's rows, or d."""
+    src = cfg.nad_source(name)
+    a = cfg.arch(src)
+    if a.nads_file:
+        from .bases import BasisError, read_nad_file
+
+        try:
+            return read_nad_file(a.nads_file, a.shape, f"architectures.{src}.nads_file").shape[0]
+        except BasisError as e:
+            raise ConfigError(str(e)) from e
+    k = cfg.nad_config(src).top_k
+    return min(k, a.shape.d) if k else a.shape.d
 
 
-def nad_source(cfg: dict, arch: str) -> str:
-    """The architecture whose NADs `arch` uses."""
-    return arch_entry(cfg, arch)["nads_from"] or arch
+def _check_indices(cfg: Config, study: str, s: StudySettings) -> None:
+    indices = getattr(s, "indices", None)
+    if indices is None or not REGISTRY[study].needs_nads:
+        return
+    extra = 1 if study == "poison" else 0  # carriers along NADs i and i + 1
+    for arch in s.architectures:
+        last = nad_count(cfg, arch) - 1 - extra
+        for pos, k in enumerate(indices):
+            if k > last:
+                src = cfg.nad_source(arch)
+                raise ConfigError(
+                    f"config key '{study}.indices.{pos}': {k} is greater than the maximum of "
+                    f"{last} (the last NAD{' but one' if extra else ''} of {arch}: "
+                    f"{nad_count(cfg, arch)} NADs from {src}'s {cfg.nad_shape(arch)} inputs)"
+                )
 
 
-def _nad_block(cfg: dict, arch: str) -> dict:
-    return {**cfg["nads"], **arch_entry(cfg, arch).get("nads", {})}
+def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
+    """Raise ConfigError naming architectures.NAME.model (or .kwargs) when the model cannot
+    run as nadpipe runs it on `spec`'s inputs."""
+    from .models import KwargsError, ModelError
+    from .models import check_model as run_check
+
+    try:
+        run_check(spec)
+    except KwargsError as e:
+        raise ConfigError(f"config key 'architectures.{name}.kwargs': {e}") from e
+    except ModelError as e:
+        raise ConfigError(f"config key 'architectures.{name}.model': {e}") from e
 
 
-def nad_settings(cfg: dict, arch: str) -> NadSettings:
-    """What the NADs of `arch` are computed with (the warning threshold is not part of it)."""
-    fields = NadSettings.__dataclass_fields__
-    return NadSettings(**{k: v for k, v in _nad_block(cfg, arch).items() if k in fields})
+def model_specs(cfg: Config) -> list[tuple[str, st.ModelSpec]]:
+    """Every (architecture, model) the enabled studies and their NADs build, once each."""
+    out = {}
+    for study in cfg.enabled():
+        s, entry = cfg.studies[study], REGISTRY[study]
+        for name in s.architectures:
+            a = cfg.arch(name)
+            spec = st.ModelSpec(
+                a.model, a.kwargs, entry.input_shape(cfg.nad_shape(name)), entry.classes
+            )
+            out[repr((name, spec))] = (name, spec)
+            src = cfg.nad_source(name)
+            if entry.needs_nads and not cfg.arch(src).nads_file:
+                b = cfg.arch(src)
+                out[repr((src, b))] = (src, st.ModelSpec(b.model, b.kwargs, b.shape, 1))
+    return list(out.values())
 
 
-def nad_min_overlap(cfg: dict, arch: str) -> float:
-    return _nad_block(cfg, arch)["min_overlap_top10"]
+def check(cfg: Config, raw: dict | None = None) -> list[str]:
+    """Checks the schema cannot express (raise ConfigError naming the key); returns warnings
+    about settings that are given but have no effect."""
+    warnings = []
+    used: set[str] = set()
+    for study in cfg.enabled():
+        s = cfg.studies[study]
+        for pos, name in enumerate(s.architectures):
+            _known(cfg, name, f"{study}.architectures.{pos}")
+            used.add(name)
+        for field_name in ("train_per_arch", "sigma_per_arch"):
+            for name in getattr(s, field_name, {}):
+                _known(cfg, name, f"{study}.{field_name}.{name}")
+                if name not in s.architectures:
+                    warnings.append(
+                        f"config key '{study}.{field_name}.{name}' has no effect: {name} is not "
+                        f"in {study}.architectures {list(s.architectures)}"
+                    )
+    _check_sources(cfg, used)
+    for name in sorted(used):
+        src = cfg.nad_source(name)
+        shape = cfg.nad_shape(name)
+        for study in cfg.enabled():
+            if name in cfg.studies[study].architectures:
+                why = REGISTRY[study].check_shape(shape)
+                if why:
+                    raise ConfigError(f"config key 'architectures.{src}.shape': {study}: {why}")
+        nc = cfg.nad_config(src)
+        if nc.top_k is None and shape.d > MAX_FULL_D and not cfg.arch(src).nads_file:
+            raise ConfigError(
+                f"config key 'architectures.{src}.nads.top_k' (or nads.top_k): {src}'s inputs "
+                f"{shape} have {shape.d} coordinates; above {MAX_FULL_D} the d x d covariance "
+                "is not formed, so say how many NADs to compute (e.g. top_k: 256)"
+            )
+        if nc.top_k and shape.d > MAX_FULL_D and nc.top_k > nc.n_networks * nc.n_points - 1:
+            raise ConfigError(
+                f"config key 'nads.top_k': {nc.top_k} NADs of {src} asked from "
+                f"{nc.n_networks * nc.n_points} sensitivity samples (rank at most "
+                f"{nc.n_networks * nc.n_points - 1}); raise nads.n_networks or lower top_k"
+            )
+    for name, spec in model_specs(cfg):
+        # registry models with their defaults take any channel count on 32x32 inputs
+        if spec.model not in REGISTRY_NAMES or spec.kwargs or spec.shape.size != (32, 32):
+            check_model(cfg, name, spec)
+    for study in cfg.enabled():
+        _check_indices(cfg, study, cfg.studies[study])
+    if any(REGISTRY[s].needs_cifar for s in cfg.enabled()):
+        from .cifar import missing_files, missing_message
+
+        c = cfg.cifar10
+        if not c.download and missing_files(c.root):
+            raise ConfigError(missing_message(c.root))
+    pairs = cfg.analysis.cross_section.pairs
+    if cfg.studies["nad_pairs"].enabled and pairs:
+        indices = set(cfg.studies["nad_pairs"].indices)
+        for k, (i, j) in enumerate(pairs):
+            if i not in indices or j not in indices:
+                raise ConfigError(
+                    f"config key 'analysis.cross_section.pairs.{k}': ({i}, {j}) is not a pair "
+                    f"of nad_pairs.indices {sorted(indices)}"
+                )
+    return (
+        warnings
+        + _ignored_nad_settings(cfg, used, (raw or {}).get("nads", {}))
+        + rank_warnings(cfg)
+    )
 
 
-def train_settings(cfg: dict, study: str, arch: str) -> TrainSettings:
-    s = cfg[study]
-    return TrainSettings(**{**s["train"], **s["train_per_arch"].get(arch, {})})
-
-
-def model_spec(cfg: dict, arch: str) -> dict:
-    entry = arch_entry(cfg, arch)
-    return {"model": entry["model"], "kwargs": entry["kwargs"]}
-
-
-def nad_params(cfg: dict, arch: str) -> dict:
-    """Everything the nads job of `arch` depends on (its Snakemake params)."""
-    return {**model_spec(cfg, arch), "settings": asdict(nad_settings(cfg, arch))}
-
-
-def pair_cells(cfg: dict) -> list[Cell]:
-    """Every (arch, i, j, seed) of the NAD-pair study, in a fixed order."""
-    s = cfg["nad_pairs"]
-    if not s["enabled"]:
-        return []
-    return [
-        Cell(a, i, j, seed)
-        for a, i, j, seed in product(s["architectures"], s["indices"], s["indices"], s["seeds"])
-    ]
-
-
-def section_cells(cfg: dict, arch: str) -> list[Cell]:
-    """The cells the cross-section figure of `arch` shows: the study's first seed, and the
-    pairs of `analysis.cross_section.pairs` (every pair when null)."""
-    first = cfg["nad_pairs"]["seeds"][0]
-    pairs = cfg["analysis"]["cross_section"]["pairs"]
-    keep = None if pairs is None else {tuple(p) for p in pairs}
-    return [
-        c
-        for c in pair_cells(cfg)
-        if c.arch == arch and c.seed == first and (keep is None or (c.i, c.j) in keep)
-    ]
-
-
-def _study_indices(cfg: dict) -> dict[str, dict[str, set[int]]]:
-    """Per NAD architecture, the NAD indices the enabled studies use, by study key."""
-    out: dict[str, dict[str, set[int]]] = {}
-    for study, extra in (
-        ("nad_pairs", 0),
-        ("cifar_nad", 0),
-        ("poison", 1),
-        ("single_direction", 0),
-    ):
-        s = cfg[study]
-        if not s["enabled"]:
+def _ignored_nad_settings(cfg: Config, used: set[str], raw_nads: dict) -> list[str]:
+    out = []
+    sources = {cfg.nad_source(a) for a in used if not cfg.arch(cfg.nad_source(a)).nads_file}
+    for src in sorted(sources):
+        nc = cfg.nad_config(src)
+        if nc.estimator != "gradient":
             continue
-        for arch in s["architectures"]:
-            used = out.setdefault(nad_source(cfg, arch), {}).setdefault(f"{study}.indices", set())
-            used.update(k + d for k in s["indices"] for d in range(extra + 1))
+        given = {**raw_nads, **cfg.arch(src).nads}
+        for key in ("step", "windowed"):
+            if key in given:
+                out.append(
+                    f"config key 'nads.{key}' has no effect on {src}: its estimator is "
+                    "'gradient' (the key is the dipole's)"
+                )
     return out
 
 
-def rank_warnings(cfg: dict) -> list[str]:
+def rank_warnings(cfg: Config) -> list[str]:
     """Warnings for NAD indices at or past the rank of their covariance estimate: from n
     sensitivity samples the centred covariance has rank at most n - 1, and the NADs past it
     span its null space in arbitrary order."""
+    by_source: dict[str, dict[str, set[int]]] = {}
+    for study in cfg.enabled():
+        s, entry = cfg.studies[study], REGISTRY[study]
+        if not entry.needs_nads or not hasattr(s, "indices"):
+            continue
+        extra = 1 if study == "poison" else 0
+        for arch in s.architectures:
+            src = cfg.nad_source(arch)
+            if cfg.arch(src).nads_file:
+                continue
+            used = by_source.setdefault(src, {}).setdefault(f"{study}.indices", set())
+            used.update(k + d for k in s.indices for d in range(extra + 1))
     out = []
-    for arch, by_key in sorted(_study_indices(cfg).items()):
-        s = nad_settings(cfg, arch)
-        rank = min(s.n_networks * s.n_points - 1, 1024)
+    for src, by_key in sorted(by_source.items()):
+        nc = cfg.nad_config(src)
+        rank = min(nc.n_networks * nc.n_points - 1, cfg.arch(src).shape.d)
         for key, indices in sorted(by_key.items()):
             past = sorted(i for i in indices if i >= rank)
-            if not past:
-                continue
-            out.append(
-                f"NAD indices {past} of {key} are at or past the rank ({rank}) of "
-                f"{arch}'s NAD covariance estimate from {s.n_networks} networks x {s.n_points} "
-                f"point(s): those NADs span its null space in arbitrary order. Raise "
-                f"nads.n_networks above {max(past) + 1} for them to be ordered."
-            )
+            if past:
+                out.append(
+                    f"NAD indices {past} of {key} are at or past the rank ({rank}) of {src}'s "
+                    f"NAD covariance estimate from {nc.n_networks} networks x {nc.n_points} "
+                    f"point(s): those NADs span its null space in arbitrary order. Raise "
+                    f"nads.n_networks above {max(past) + 1} for them to be ordered."
+                )
     return out
 
 
-def nad_architectures(cfg: dict) -> list[str]:
-    """Architectures whose NADs some enabled study needs."""
-    archs = {c.arch for c in pair_cells(cfg)}
-    archs.update(
-        c.arch for study in studies.STUDIES if studies.needs_nads(study)
-        for c in study_cells(cfg, study)
-    )  # fmt: skip
-    return sorted({nad_source(cfg, a) for a in archs})
+def load_config(config: dict, schema_path: str | Path) -> tuple[Config, list[str]]:
+    """Validate `config`, fill the defaults, run the checks: (Config, warnings)."""
+    raw = validate(config, schema_path)
+    cfg = build(raw)
+    return cfg, check(cfg, raw)
 
 
-def study_cells(cfg: dict, study: str) -> list[StudyCell]:
-    """Every (study, arch, variant, seed) of an enabled per-model study, in a fixed order."""
-    s = cfg[study]
-    if not s["enabled"]:
-        return []
-    return [
-        StudyCell(study, a, v, seed)
-        for a, v, seed in product(s["architectures"], studies.variants(study, s), s["seeds"])
-    ]
+def load_yaml(path: str | os.PathLike) -> dict:
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
 
 
-def cifar_settings(cfg: dict) -> dict:
-    """The `cifar.CifarSettings` fields: what the images are read and prepared with."""
-    c = cfg["cifar10"]
-    normalize = c["normalize"]
-    return {
-        "root": c["root"],
-        "verify_md5": c["verify_md5"],
-        "n_train": c["n_train"],
-        "n_test": c["n_test"],
-        "mean": c["mean"] if normalize else None,
-        "std": c["std"] if normalize else None,
-    }
+# -- the table of keys in the README, from the schema (meaning) and the settings (default) ------
 
 
-def study_data(cfg: dict, study: str, arch: str) -> dict:
-    """A study's own data settings for `arch` (cifar_nad: eps, sigma; poison: eps;
-    single_direction and fourier: eps, sigma, n_train, n_test)."""
-    s = cfg[study]
-    if study == "cifar_nad":
-        return {"eps": s["eps"], "sigma": s["sigma_per_arch"].get(arch, s["sigma"])}
-    if study == "poison":
-        return {"eps": s["eps"]}
-    if study in ("single_direction", "fourier"):
-        return {k: s[k] for k in ("eps", "sigma", "n_train", "n_test")}
-    return {}
+def _resolve(schema: dict, node: dict) -> dict:
+    """A schema node with its $ref and allOf parts merged in (their properties together)."""
+    out = dict(node)
+    props = dict(node.get("properties", {}))
+    parts = [node["$ref"]] if "$ref" in node else []
+    parts += [p["$ref"] for p in node.get("allOf", []) if "$ref" in p]
+    for ref in parts:
+        target = _resolve(schema, schema["$defs"][ref.split("/")[-1]])
+        props = {**target.get("properties", {}), **props}
+        out.setdefault("description", target.get("description"))
+    out["properties"] = props
+    return out
 
 
-def study_job(cfg: dict, study: str, arch: str) -> dict:
-    """Everything a per-model study's train job of `arch` depends on (its Snakemake params)."""
-    return {
-        **model_spec(cfg, arch),
-        "train": train_params(cfg, study, arch),
-        "data": study_data(cfg, study, arch),
-        "cifar10": cifar_settings(cfg) if studies.needs_cifar(study) else None,
-        "nad_params": nad_params(cfg, nad_source(cfg, arch)) if studies.needs_nads(study) else None,
-    }
+def _describe(schema: dict, node: dict) -> str:
+    node = _resolve(schema, node)
+    text = " ".join(str(node.get("description", "")).split())
+    if "enum" in node:
+        text += f" One of: {', '.join(map(str, node['enum']))}."
+    return text.replace("|", "\\|")
 
 
-def train_params(cfg: dict, study: str, arch: str) -> dict:
-    """The training settings of `arch` in `study` as a plain dict (Snakemake params)."""
-    return asdict(train_settings(cfg, study, arch))
+def _fmt(value: Any) -> str:
+    text = yaml.safe_dump(st.plain(value), default_flow_style=True, width=1000)
+    return f"`{text.strip().removesuffix('...').strip()}`"
 
 
-def pair_data(cfg: dict) -> dict:
-    """What the NAD-pair datasets are drawn with, besides the directions and the seed."""
-    s = cfg["nad_pairs"]
-    return {k: s[k] for k in ("eps1", "eps2", "sigma", "n_train", "n_test")}
+def _rows(schema: dict, node: dict, default: Any, prefix: str) -> list[tuple[str, str, str]]:
+    node = _resolve(schema, node)
+    out = []
+    for name, sub in node["properties"].items():
+        value = getattr(default, name)
+        if is_dataclass(value):
+            out += _rows(schema, sub, value, f"{prefix}{name}.")
+        else:
+            out.append((f"{prefix}{name}", _fmt(value), _describe(schema, sub)))
+    return out
+
+
+def reference_table(schema_path: str | Path) -> str:
+    """Markdown table of every config key: its default (nadpipe.settings) and meaning (the
+    schema). The README holds it; a test keeps the two in agreement."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    props = schema["properties"]
+    rows = []
+    arch = props["architectures"]["additionalProperties"]
+    for name, sub in arch["properties"].items():
+        default = "the entry's name" if name == "model" else _fmt(getattr(Architecture(), name))
+        rows.append((f"architectures.NAME.{name}", default, _describe(schema, sub)))
+    for block, cls in st.BLOCKS.items():
+        rows += _rows(schema, props[block], cls(), f"{block}.")
+    common = {f.name for f in fields(StudySettings)}
+    study_schema = _resolve(schema, schema["$defs"]["study"])["properties"]
+    for name in [f.name for f in fields(StudySettings)]:
+        if name == "train":
+            continue
+        per = "; ".join(f"{s}: {_fmt(getattr(c(), name))}" for s, c in st.STUDY_SETTINGS.items())
+        rows.append((f"STUDY.{name}", per, _describe(schema, study_schema[name])))
+    train = _resolve(schema, schema["$defs"]["train_settings"])["properties"]
+    for name in train:
+        values = {s: getattr(c().train, name) for s, c in st.STUDY_SETTINGS.items()}
+        base = getattr(st.TrainSettings(), name)
+        others = "; ".join(f"{s}: {_fmt(v)}" for s, v in values.items() if v != base)
+        default = _fmt(base) + (f" ({others})" if others else "")
+        rows.append((f"STUDY.train.{name}", default, _describe(schema, train[name])))
+    for study, cls in st.STUDY_SETTINGS.items():
+        node = _resolve(schema, props[study])
+        for name, sub in node["properties"].items():
+            if name not in common:
+                rows.append((f"{study}.{name}", _fmt(getattr(cls(), name)), _describe(schema, sub)))
+    lines = ["| key | default | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{k}` | {d} | {m} |" for k, d, m in rows]
+    return "\n".join(lines) + "\n"

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
-from torch.func import functional_call
 
 # modules and functions that act on each position alone (batch norm only in eval mode, with
 # running statistics)
@@ -173,10 +172,11 @@ class _Step:
 
 
 class WindowedDipole:
-    """The plan for one template and set of probe pixels; `__call__` evaluates one network."""
+    """The plan for one network structure and set of probe coordinates; `__call__` evaluates
+    one network of that structure."""
 
-    def __init__(self, template: nn.Module, pixels, steps: list[_Step], cells: dict):
-        self.template, self.pixels, self.steps = template, pixels, steps  # pixels (n, 2)
+    def __init__(self, coords, steps: list[_Step], cells: dict):
+        self.coords, self.steps = coords, steps  # coords (n, 3): channel, row, col
         self.cells = cells  # node -> (n, h * w) flat map positions of its windows
         # values no longer needed after each step (freed, as a plain forward frees them)
         last = {a: i for i, s in enumerate(steps) for a in s.node.all_input_nodes}
@@ -193,11 +193,11 @@ class WindowedDipole:
 
     @classmethod
     def plan(
-        cls, template: nn.Module, pixels: torch.Tensor, size: tuple[int, int], device
+        cls, template: nn.Module, coords: torch.Tensor, size: tuple[int, int], device
     ) -> WindowedDipole | None:
-        """Plan for probes at `pixels` (n, 2) (row, col) of a (rows, cols) input, or None when
-        nothing can be windowed (then the plain forward is as fast) or the model cannot be
-        traced."""
+        """Plan for probes at `coords` (n, 3) (channel, row, col) of an input of spatial `size`
+        (rows, cols), or None when nothing can be windowed (then the plain forward is as fast)
+        or the model cannot be traced."""
         try:
             graph = fx.symbolic_trace(template).graph
         except Exception:  # noqa: BLE001 -- any tracing failure: run the plain forward
@@ -209,8 +209,8 @@ class WindowedDipole:
         steps = []
         for node in graph.nodes:
             if node.op == "placeholder" and not steps:
-                rows = _Axis(pixels[:, 0], pixels[:, 0], pixels[:, 0], 1, size[0])
-                cols = _Axis(pixels[:, 1], pixels[:, 1], pixels[:, 1], 1, size[1])
+                r, c = coords[:, 1], coords[:, 2]
+                rows, cols = _Axis(r, r, r, 1, size[0]), _Axis(c, c, c, 1, size[1])
                 axes[node] = (rows, cols)
                 steps.append(_Step(node, "window", [], axes[node]))
                 continue
@@ -233,20 +233,16 @@ class WindowedDipole:
                 )
         for s in steps:
             s.regions = [r and r.to(device) for r in s.regions]
-        return cls(template, pixels.to(device), steps, cells)
+        return cls(coords.to(device), steps, cells)
 
     def __call__(
-        self,
-        params: dict[str, torch.Tensor],
-        x0: torch.Tensor,
-        deltas: torch.Tensor,
-        sel: slice,
+        self, net: nn.Module, x0: torch.Tensor, deltas: torch.Tensor, sel: slice
     ) -> torch.Tensor:
-        """(n,) logit 0 of the network with `params` at x0 (C, H, W) with `deltas` (n,) added
-        at the plan's pixels (channel 0), for the probes `sel`."""
-        pix = self.pixels[sel]
-        window = x0[:, pix[:, 0], pix[:, 1]].T.clone()  # each probe's 1x1 window of the input
-        window[:, 0] += deltas[sel]
+        """(n,) logit 0 of `net` (of the planned structure, eval mode) at x0 (C, H, W) with
+        `deltas` (n,) added at the plan's coordinates, for the probes `sel`."""
+        at = self.coords[sel]
+        window = x0[:, at[:, 1], at[:, 2]].T.clone()  # (n, C): each probe's 1x1 input window
+        window[torch.arange(len(at), device=window.device), at[:, 0]] += deltas[sel]
         win: dict[fx.Node, tuple[torch.Tensor, torch.Tensor]] = {}  # node -> (base, window)
         full: dict[fx.Node, object] = {}
 
@@ -268,11 +264,11 @@ class WindowedDipole:
             elif node.op == "output":
                 return fx.node.map_arg(node.args[0], value)[:, 0]
             elif step.mode == "window":
-                win[node] = _window_value(node, step, win, params, self.template, sel)
+                win[node] = _window_value(node, step, win, net, sel)
             else:
                 args = fx.node.map_arg(node.args, value)
                 kwargs = fx.node.map_arg(node.kwargs, value)
-                full[node] = _run(node, args, kwargs, params, self.template)
+                full[node] = _run(node, args, kwargs, net)
             for a in done:
                 win.pop(a, None)
                 full.pop(a, None)
@@ -333,20 +329,17 @@ def _union_step(node: fx.Node, tensors: list[fx.Node], axes: dict) -> _Step | No
     return _Step(node, "window", regions, (rows, cols))
 
 
-def _window_value(node, step, win, params, template, sel):
+def _window_value(node, step, win, net, sel):
     """(base, window) of a windowed node."""
     tensors = node.all_input_nodes
     if node.op == "call_module":
-        m = template.get_submodule(node.target)
-        sub = _sub_params(params, node.target)
+        m = net.get_submodule(node.target)
         base, w = win[tensors[0]]
         regions = step.regions[0]
         if regions is not None:  # a window op on each probe's region
-            return _apply(m, sub, base), _last(_apply(m, sub, regions(base, w, sel), False))
-        if sub:  # batch norm: channels in dim 1
-            return _apply(m, sub, base), _apply(m, sub, w.transpose(1, 2)[..., None])[
-                ..., 0
-            ].transpose(1, 2)
+            return m(base), _last(_unpadded(m, regions(base, w, sel)))
+        if isinstance(m, nn.BatchNorm2d):  # channels in dim 1
+            return m(base), m(w.transpose(1, 2)[..., None])[..., 0].transpose(1, 2)
         return m(base), m(w)  # elementwise: any layout will do
     if step.regions[0] is None:  # pointwise function or method, or with a number
         base, w = win[tensors[0]]
@@ -365,35 +358,22 @@ def _window_value(node, step, win, params, template, sel):
     return node.target(*bases), node.target(*windows)
 
 
-def _run(node: fx.Node, args, kwargs, params, template):
+def _run(node: fx.Node, args, kwargs, net: nn.Module):
     """A node's plain evaluation."""
     if node.op == "call_module":
-        m = template.get_submodule(node.target)
-        sub = _sub_params(params, node.target)
-        return functional_call(m, sub, args, kwargs) if sub else m(*args, **kwargs)
+        return net.get_submodule(node.target)(*args, **kwargs)
     if node.op == "call_function":
         return node.target(*args, **kwargs)
     if node.op == "call_method":
         return getattr(args[0], node.target)(*args[1:], **kwargs)
     if node.op == "get_attr":
-        return (
-            params[node.target]
-            if node.target in params
-            else operator.attrgetter(node.target)(template)
-        )
+        return operator.attrgetter(node.target)(net)
     raise ValueError(f"unexpected graph node {node.op}")
 
 
-def _sub_params(params: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    prefix = f"{prefix}."
-    return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
-
-
-def _apply(
-    m: nn.Module, sub: dict[str, torch.Tensor], x: torch.Tensor, padded: bool = True
-) -> torch.Tensor:
-    """Module `m` with parameters `sub`; `padded=False` runs a convolution without its padding
-    (the regions carry the zeros)."""
-    if type(m) is nn.Conv2d and not padded:
-        return F.conv2d(x, sub["weight"], sub.get("bias"), m.stride, 0, m.dilation, m.groups)
-    return functional_call(m, sub, (x,)) if sub else m(x)
+def _unpadded(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A window op on regions that carry their own padding: a convolution runs without its
+    padding; pooling has none (`_geometry`)."""
+    if type(m) is nn.Conv2d:
+        return F.conv2d(x, m.weight, m.bias, m.stride, 0, m.dilation, m.groups)
+    return m(x)

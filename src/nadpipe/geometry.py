@@ -117,7 +117,8 @@ def margins_along(
     """(n,) distance from each point to the nearest sign change of f along +-u (unit).
 
     Scans |t| <= t_max on a grid and interpolates linearly inside the first bracketing step;
-    points with no sign change within t_max get t_max.
+    points with no sign change within t_max get inf (not found: the boundary, if any, is
+    farther), never t_max, which would read as a distance.
     """
     net.eval()
     t = torch.linspace(0, t_max, steps + 1, device=x.device)
@@ -126,7 +127,7 @@ def margins_along(
 
 
 def _margins(net: nn.Module, x: torch.Tensor, u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    best = torch.full((len(x),), t[-1].item(), device=x.device)
+    best = torch.full((len(x),), float("inf"), device=x.device)
     for sign in (1.0, -1.0):
         pts = x[:, None] + sign * t.reshape(1, -1, *[1] * u.dim()) * u  # (n, steps+1, c, h, w)
         f = logit_difference(net, pts.flatten(0, 1)).reshape(len(x), -1)
@@ -235,8 +236,13 @@ def trajectories(
 def transition_counts(
     net: nn.Module, x: torch.Tensor, y: torch.Tensor, n: int, k: int, gen: torch.Generator
 ) -> dict[str, float]:
-    """Mean transition count per kind of closed trajectory."""
+    """Mean transition count per kind of closed trajectory; NaN for a network without
+    nn.ReLU modules (the count is defined for ReLU activation patterns only, and 0 would
+    read as a smooth function)."""
+    paths = trajectories(x, y, n, k, gen)
+    if not any(isinstance(m, nn.ReLU) for m in net.modules()):
+        return {f"transitions_{kind}": float("nan") for kind in paths}
     return {
-        f"transitions_{kind}": sum(count_transitions(net, p) for p in paths) / len(paths)
-        for kind, paths in trajectories(x, y, n, k, gen).items()
+        f"transitions_{kind}": sum(count_transitions(net, p) for p in ps) / len(ps)
+        for kind, ps in paths.items()
     }

@@ -1,4 +1,8 @@
-"""Shared plumbing: derived seeds, atomic writes, job logging and device choice."""
+"""Shared plumbing: derived seeds, atomic writes, artifact reading, job logs and progress.
+
+torch is imported inside the functions that need it, so that the jobs that only read tables and
+draw figures start without it (about 2 s on a 2-core machine).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,12 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import torch
 
 
 def derive_seed(*parts: object) -> int:
@@ -24,8 +28,10 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def generator(*parts: object) -> torch.Generator:
+def generator(*parts: object):  # -> torch.Generator
     """A CPU generator seeded with `derive_seed(*parts)`."""
+    import torch
+
     return torch.Generator().manual_seed(derive_seed(*parts))
 
 
@@ -44,6 +50,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
 
 
 def save_torch(obj: Any, path: str | os.PathLike) -> None:
+    import torch
+
     def write(tmp: str) -> None:
         # through a file object: torch.save names the archive after a path's file name, which
         # here is a random temporary one, and the same object would give different bytes
@@ -51,40 +59,6 @@ def save_torch(obj: Any, path: str | os.PathLike) -> None:
             torch.save(obj, f)
 
     atomic_write(path, write)
-
-
-class ArtifactError(RuntimeError):
-    """An artifact is missing, truncated or corrupt; the message says how to rebuild it."""
-
-
-def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any]) -> Any:
-    """`reader(path)`, turning any failure into an `ArtifactError` naming the file and the
-    command that rebuilds it."""
-    try:
-        return reader(str(path))
-    except Exception as e:  # a corrupt file can fail in any of the readers' layers
-        raise ArtifactError(
-            f"{path} cannot be read ({type(e).__name__}: {e}); it is truncated or corrupt. "
-            f"Rebuild it with: snakemake --cores all --force {path}"
-        ) from e
-
-
-def load_torch(path: str | os.PathLike) -> Any:
-    return read_artifact(path, lambda p: torch.load(p, map_location="cpu", weights_only=True))
-
-
-def load_json(path: str | os.PathLike) -> Any:
-    def read(p: str) -> Any:
-        with open(p) as f:
-            return json.load(f)
-
-    return read_artifact(path, read)
-
-
-def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame (pandas imported lazily)
-    import pandas as pd
-
-    return read_artifact(path, pd.read_parquet)
 
 
 def save_json(obj: Any, path: str | os.PathLike) -> None:
@@ -96,17 +70,79 @@ def save_json(obj: Any, path: str | os.PathLike) -> None:
     atomic_write(path, write)
 
 
+def save_text(text: str, path: str | os.PathLike) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    atomic_write(path, write)
+
+
+def rebuild_command(path: str | os.PathLike) -> str:
+    """The command that rebuilds `path` and everything made from it (one command: --forcerun
+    reruns the job and all jobs downstream of it that the run needs)."""
+    return f"snakemake --cores all --forcerun {path}"
+
+
+class ArtifactError(RuntimeError):
+    """An artifact is missing, truncated, corrupt or made for other settings; the message says
+    how to rebuild it."""
+
+
+def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any]) -> Any:
+    """`reader(path)`, turning any failure into an `ArtifactError` naming the file and the
+    command that rebuilds it."""
+    try:
+        return reader(str(path))
+    except Exception as e:  # a corrupt file can fail in any of the readers' layers
+        raise ArtifactError(
+            f"{path} cannot be read ({type(e).__name__}: {e}); it is truncated or corrupt. "
+            f"Rebuild it with: {rebuild_command(path)}"
+        ) from e
+
+
+def load_torch(path: str | os.PathLike) -> Any:
+    import torch
+
+    return read_artifact(path, lambda p: torch.load(p, map_location="cpu", weights_only=True))
+
+
+def load_json(path: str | os.PathLike) -> Any:
+    def read(p: str) -> Any:
+        with open(p) as f:
+            return json.load(f)
+
+    return read_artifact(path, read)
+
+
+def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame
+    import pandas as pd
+
+    return read_artifact(path, pd.read_parquet)
+
+
 CUDNN_BENCHMARK_ENV = "NADPIPE_CUDNN_BENCHMARK"
 REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
 
 
-def pick_device() -> torch.device:
-    """CUDA when present, else CPU. On CUDA, cuDNN picks the fastest convolution algorithms
-    (`gpus.cudnn_benchmark`, on unless the Snakefile sets NADPIPE_CUDNN_BENCHMARK=0)."""
-    if torch.cuda.is_available():
-        torch.backends.cudnn.benchmark = os.environ.get(CUDNN_BENCHMARK_ENV, "1") != "0"
-        return torch.device("cuda")
-    return torch.device("cpu")
+def pick_device(name: str | None = None):  # -> torch.device
+    """`name` when given ("cpu", "cuda"), else CUDA when present, else CPU. On CUDA, cuDNN
+    picks the fastest convolution algorithms (`gpus.cudnn_benchmark`, on unless the Snakefile
+    sets NADPIPE_CUDNN_BENCHMARK=0)."""
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda asked for, but torch sees no CUDA device")
+    if name == "cpu" or (name is None and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    torch.backends.cudnn.benchmark = os.environ.get(CUDNN_BENCHMARK_ENV, "1") != "0"
+    return torch.device("cuda")
+
+
+def device_name(device) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
 
 
 def run_facts() -> dict:
@@ -120,15 +156,75 @@ def run_facts() -> dict:
     }
 
 
+# -- what a job says ------------------------------------------------------------------------
+
+WARNING = "WARNING:"  # the prefix the end-of-run summary collects from job logs
+
+
+def say(message: str, file=None) -> None:
+    """One timestamped line (a log file gets one line per event, no progress frames)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} {message}", file=file or sys.stdout, flush=True)
+
+
+def warn(message: str) -> None:
+    """A warning in the job log; the run repeats it in its summary at the end."""
+    say(f"{WARNING} {message}")
+
+
+class _Lines:
+    """Progress as plain timestamped lines at most every `every` seconds (and at the end)."""
+
+    def __init__(self, total: int, desc: str, unit: str, every: float = 10.0):
+        self.total, self.desc, self.unit, self.every = total, desc, unit, every
+        self.n, self.start, self.last = 0, time.perf_counter(), time.perf_counter()
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        now = time.perf_counter()
+        if now - self.last >= self.every or self.n >= self.total:
+            self.last = now
+            spent = now - self.start
+            left = spent / self.n * (self.total - self.n) if self.n else float("nan")
+            say(
+                f"{self.desc}: {self.n}/{self.total} {self.unit} "
+                f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left"
+            )
+
+    def close(self) -> None:
+        pass
+
+
+class _Silent:
+    def update(self, k: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str, unit: str = "it", enabled: bool = True):
+    """A tqdm bar on a terminal; plain timestamped lines when stderr is a file (a job log)."""
+    if not enabled:
+        return _Silent()
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+    return _Lines(total, desc, unit)
+
+
 @contextlib.contextmanager
 def job_log(
     path: str | os.PathLike | None, threads: int | None = None, gpu: int = 0
 ) -> Iterator[None]:
-    """Send stdout and stderr (tqdm included) to a job's log file; set torch's CPU threads;
-    with `gpu` > 0 hold a GPU slot (nadpipe.slots) for the job's lifetime."""
+    """Send stdout and stderr to a job's log file; set torch's CPU threads; with `gpu` > 0 hold
+    a GPU slot (nadpipe.slots) for the job's lifetime."""
     from .slots import gpu_slot
 
     if threads:
+        import torch
+
         torch.set_num_threads(threads)
     slot = gpu_slot() if gpu else contextlib.nullcontext()
     if path is None:

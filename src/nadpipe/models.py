@@ -1,33 +1,43 @@
-"""Architectures by name: CIFAR-sized registry models and user models as `module:callable`.
+"""Architectures by name: registry models and user models given as `package.module:callable`.
 
-Every model maps (batch, in_channels, 32, 32) to (batch, num_classes). Non-linearities are
-`nn.ReLU` modules, one instance per use, so activation patterns can be read through hooks.
+A builder is called as `builder(in_channels=, num_classes=, input_size=(H, W), **kwargs)` and
+returns a module mapping (batch, in_channels, H, W) to (batch, num_classes); a user builder that
+takes no `input_size` is called without it (it then has to fit the inputs it is given). Registry
+models follow the NAD paper's code (github.com/LTS4/neural-anisotropy-directions, models.py)
+layer by layer; their non-linearities are `nn.ReLU` modules, one instance per use, so that
+activation patterns can be read through hooks. Differences, all deliberate, are listed in
+`DIFFERENCES` and the README.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import math
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
-IMAGE_SIZE = 32
+from .settings import ModelSpec, Shape
 
 
 class ModelError(ValueError):
-    """A model name, user callable or its output does not fit what nadpipe needs."""
+    """A model name, user callable or its behaviour does not fit what nadpipe needs."""
 
 
-def logreg(in_channels: int, num_classes: int) -> nn.Module:
-    """Logistic regression on the flattened image."""
-    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * IMAGE_SIZE**2, num_classes))
+def logreg(in_channels: int, num_classes: int, input_size=(32, 32)) -> nn.Module:
+    """Logistic regression on the flattened image (the NAD code's LogReg)."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * math.prod(input_size), num_classes))
 
 
-def mlp(in_channels: int, num_classes: int, hidden: Sequence[int] = (100, 20)) -> nn.Module:
-    """Fully connected ReLU network on the flattened image (paper: hidden 100, 20)."""
+def mlp(
+    in_channels: int, num_classes: int, input_size=(32, 32), hidden: Sequence[int] = (100, 20)
+) -> nn.Module:
+    """Fully connected ReLU network on the flattened image (underspecification paper: hidden
+    widths 100, 20)."""
     layers: list[nn.Module] = [nn.Flatten()]
-    width = in_channels * IMAGE_SIZE**2
+    width = in_channels * math.prod(input_size)
     for h in hidden:
         layers += [nn.Linear(width, h), nn.ReLU()]
         width = h
@@ -35,11 +45,14 @@ def mlp(in_channels: int, num_classes: int, hidden: Sequence[int] = (100, 20)) -
     return nn.Sequential(*layers)
 
 
-def lenet(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module:
-    """LeNet-5 with max-pooling and ReLU, as in the NAD paper's code. `pool=False` removes both
-    max-pools; the first linear layer then takes all 16x24x24 features."""
+def lenet(in_channels: int, num_classes: int, input_size=(32, 32), pool: bool = True) -> nn.Module:
+    """LeNet-5 with max-pooling and ReLU, as the NAD code's LeNet. `pool=False` removes both
+    max-pools; the first linear layer then takes all 16 x (H-8) x (W-8) features."""
+
+    def side(n: int) -> int:
+        return ((n - 4) // 2 - 4) // 2 if pool else n - 8
+
     pooling = [nn.MaxPool2d(2)] if pool else []
-    features = 16 * 5 * 5 if pool else 16 * 24 * 24
     return nn.Sequential(
         nn.Conv2d(in_channels, 6, 5),
         nn.ReLU(),
@@ -48,7 +61,7 @@ def lenet(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module:
         nn.ReLU(),
         *[nn.MaxPool2d(2) for _ in pooling],
         nn.Flatten(),
-        nn.Linear(features, 120),
+        nn.Linear(16 * side(input_size[0]) * side(input_size[1]), 120),
         nn.ReLU(),
         nn.Linear(120, 84),
         nn.ReLU(),
@@ -56,10 +69,10 @@ def lenet(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module:
     )
 
 
-def lenet_nopool(in_channels: int, num_classes: int) -> nn.Module:
+def lenet_nopool(in_channels: int, num_classes: int, input_size=(32, 32)) -> nn.Module:
     """LeNet without its two max-pools (the NAD paper's test of pooling as a source of
     anisotropy)."""
-    return lenet(in_channels, num_classes, pool=False)
+    return lenet(in_channels, num_classes, input_size, pool=False)
 
 
 class _BasicBlock(nn.Module):
@@ -82,9 +95,12 @@ class _BasicBlock(nn.Module):
         return self.relu2(out + self.shortcut(x))
 
 
-def resnet18(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module:
-    """ResNet-18, CIFAR variant: 3x3 stride-1 stem and no max-pool. `pool=False` drops the
-    global average pool; the linear layer then takes all 512x4x4 features."""
+def resnet18(
+    in_channels: int, num_classes: int, input_size=(32, 32), pool: bool = True
+) -> nn.Module:
+    """ResNet-18, CIFAR variant (3x3 stride-1 stem, no max-pool), as the NAD code's ResNet18;
+    its final avg_pool2d(4) is a global average pool on 32x32 inputs, here adaptive so other
+    sizes work. `pool=False` drops it: the linear layer takes all 512 x H/8 x W/8 features."""
     layers: list[nn.Module] = [
         nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False),
         nn.BatchNorm2d(64),
@@ -97,18 +113,21 @@ def resnet18(in_channels: int, num_classes: int, pool: bool = True) -> nn.Module
     if pool:
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
     else:
-        layers += [nn.Flatten(), nn.Linear(512 * 4 * 4, num_classes)]
+        h, w = (math.ceil(n / 8) for n in input_size)
+        layers += [nn.Flatten(), nn.Linear(512 * h * w, num_classes)]
     return nn.Sequential(*layers)
 
 
-def resnet18_nopool(in_channels: int, num_classes: int) -> nn.Module:
-    """ResNet-18 (CIFAR variant) without its global average pool: the linear layer takes the
-    512x4x4 features (strided convolutions stay)."""
-    return resnet18(in_channels, num_classes, pool=False)
+def resnet18_nopool(in_channels: int, num_classes: int, input_size=(32, 32)) -> nn.Module:
+    """ResNet-18 (CIFAR variant) without its global average pool (strided convolutions stay)."""
+    return resnet18(in_channels, num_classes, input_size, pool=False)
 
 
-def vgg11(in_channels: int, num_classes: int) -> nn.Module:
-    """VGG-11 with batch norm, CIFAR variant: one linear classifier on the 512x1x1 features."""
+def vgg11(in_channels: int, num_classes: int, input_size=(32, 32)) -> nn.Module:
+    """VGG-11 with batch norm as the NAD code's VGG11_bn (the one its NAD script uses): 3x3
+    convolutions, batch norm, ReLU and five max-pools, a classifier of three linear layers
+    (512, 512, classes) with ReLU and dropout, and the code's own convolution initialisation,
+    weight ~ N(0, 2 / (k * k * out_channels)) and bias 0 (its linear layers keep PyTorch's)."""
     layers: list[nn.Module] = []
     cin = in_channels
     for v in [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]:
@@ -117,8 +136,24 @@ def vgg11(in_channels: int, num_classes: int) -> nn.Module:
         else:
             layers += [nn.Conv2d(cin, int(v), 3, padding=1), nn.BatchNorm2d(int(v)), nn.ReLU()]
             cin = int(v)
-    layers += [nn.Flatten(), nn.Linear(512, num_classes)]
-    return nn.Sequential(*layers)
+    features = 512 * (input_size[0] // 32) * (input_size[1] // 32)
+    layers += [
+        nn.Flatten(),
+        nn.Linear(features, 512),
+        nn.ReLU(),
+        nn.Dropout(),
+        nn.Linear(512, 512),
+        nn.ReLU(),
+        nn.Dropout(),
+        nn.Linear(512, num_classes),
+    ]
+    net = nn.Sequential(*layers)
+    for m in net.modules():
+        if isinstance(m, nn.Conv2d):
+            n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+            nn.init.normal_(m.weight, 0.0, math.sqrt(2.0 / n))
+            nn.init.zeros_(m.bias)
+    return net
 
 
 class _DenseLayer(nn.Module):
@@ -137,8 +172,12 @@ class _DenseLayer(nn.Module):
         return torch.cat([self.body(x), x], dim=1)
 
 
-def densenet121(in_channels: int, num_classes: int, growth: int = 32) -> nn.Module:
-    """DenseNet-121, CIFAR variant: 3x3 stem, blocks (6, 12, 24, 16), compression 0.5."""
+def densenet121(
+    in_channels: int, num_classes: int, input_size=(32, 32), growth: int = 32
+) -> nn.Module:
+    """DenseNet-121, CIFAR variant, as the NAD code's DenseNet121: 3x3 stem, blocks
+    (6, 12, 24, 16), compression 0.5; its final avg_pool2d(4) is global on 32x32 inputs, here
+    adaptive."""
     cin = 2 * growth
     layers: list[nn.Module] = [nn.Conv2d(in_channels, cin, 3, padding=1, bias=False)]
     blocks = (6, 12, 24, 16)
@@ -165,6 +204,104 @@ def densenet121(in_channels: int, num_classes: int, growth: int = 32) -> nn.Modu
     return nn.Sequential(*layers)
 
 
+class _PatchEmbed(nn.Module):
+    """Non-overlapping patches to tokens (batch, patches, dim), plus learned positions."""
+
+    def __init__(self, in_channels: int, dim: int, patch: int, input_size: Sequence[int]):
+        super().__init__()
+        h, w = input_size
+        if h % patch or w % patch:
+            raise ValueError(f"input size {h}x{w} is not a multiple of the patch size {patch}")
+        self.proj = nn.Conv2d(in_channels, dim, patch, stride=patch)
+        self.pos = nn.Parameter(torch.randn(1, (h // patch) * (w // patch), dim) * 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).flatten(2).transpose(1, 2) + self.pos
+
+
+class _ViT(nn.Module):
+    def __init__(self, in_channels, num_classes, input_size, patch, dim, depth, heads):
+        super().__init__()
+        self.embed = _PatchEmbed(in_channels, dim, patch, input_size)
+        layer = nn.TransformerEncoderLayer(
+            dim,
+            heads,
+            2 * dim,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
+        self.blocks = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.blocks(self.embed(x))).mean(1))
+
+
+def vit_tiny(
+    in_channels: int,
+    num_classes: int,
+    input_size=(32, 32),
+    patch: int = 4,
+    dim: int = 64,
+    depth: int = 3,
+    heads: int = 4,
+) -> nn.Module:
+    """A small vision transformer: 4x4 patches, learned positions, pre-norm encoder layers
+    (multi-head attention, GELU MLP), mean-pooled tokens, a linear head. No ReLU: the
+    activation-transition counts do not apply (recorded as NaN)."""
+    return _ViT(in_channels, num_classes, input_size, patch, dim, depth, heads)
+
+
+class _MixerBlock(nn.Module):
+    def __init__(self, tokens: int, dim: int, token_hidden: int, channel_hidden: int):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.token_mlp = nn.Sequential(
+            nn.Linear(tokens, token_hidden), nn.GELU(), nn.Linear(token_hidden, tokens)
+        )
+        self.norm2 = nn.LayerNorm(dim)
+        self.channel_mlp = nn.Sequential(
+            nn.Linear(dim, channel_hidden), nn.GELU(), nn.Linear(channel_hidden, dim)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (batch, tokens, dim)
+        x = x + self.token_mlp(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.channel_mlp(self.norm2(x))
+
+
+class _Mixer(nn.Module):
+    def __init__(self, in_channels, num_classes, input_size, patch, dim, depth):
+        super().__init__()
+        h, w = input_size
+        if h % patch or w % patch:
+            raise ValueError(f"input size {h}x{w} is not a multiple of the patch size {patch}")
+        tokens = (h // patch) * (w // patch)
+        self.proj = nn.Conv2d(in_channels, dim, patch, stride=patch)
+        self.blocks = nn.Sequential(*[_MixerBlock(tokens, dim, dim, 2 * dim) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = self.proj(x).flatten(2).transpose(1, 2)
+        return self.head(self.norm(self.blocks(tokens)).mean(1))
+
+
+def mlp_mixer_tiny(
+    in_channels: int,
+    num_classes: int,
+    input_size=(32, 32),
+    patch: int = 4,
+    dim: int = 64,
+    depth: int = 3,
+) -> nn.Module:
+    """A small MLP-Mixer: 4x4 patches, blocks of token-mixing and channel-mixing MLPs (GELU)
+    with layer norm and skips, mean-pooled tokens, a linear head. No ReLU (transitions: NaN)."""
+    return _Mixer(in_channels, num_classes, input_size, patch, dim, depth)
+
+
 REGISTRY: dict[str, Callable[..., nn.Module]] = {
     "logreg": logreg,
     "mlp": mlp,
@@ -174,6 +311,22 @@ REGISTRY: dict[str, Callable[..., nn.Module]] = {
     "resnet18_nopool": resnet18_nopool,
     "vgg11": vgg11,
     "densenet121": densenet121,
+    "vit_tiny": vit_tiny,
+    "mlp_mixer_tiny": mlp_mixer_tiny,
+}
+
+# How each registry model differs from the NAD code's (models.py of the NAD repository)
+DIFFERENCES = {
+    "logreg": "none",
+    "mlp": "not in the NAD code (the underspecification paper's MLP)",
+    "lenet": "none (ReLU and max-pool as modules instead of functions: the same maps)",
+    "lenet_nopool": "not in the NAD code (LeNet without its max-pools, for the pooling test)",
+    "resnet18": "global pool adaptive (equal to its avg_pool2d(4) on 32x32 inputs)",
+    "resnet18_nopool": "not in the NAD code (ResNet-18 without its global pool)",
+    "vgg11": "its trailing AvgPool2d(kernel 1, stride 1), an identity, is left out",
+    "densenet121": "global pool adaptive (equal to its avg_pool2d(4) on 32x32 inputs)",
+    "vit_tiny": "not in the NAD code",
+    "mlp_mixer_tiny": "not in the NAD code",
 }
 
 
@@ -188,34 +341,141 @@ def resolve_builder(model: str) -> Callable[..., nn.Module]:
     module_name, _, attr = model.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ModelError(f"user model {model!r}: cannot import module {module_name!r} ({e})") from e
+    except Exception as e:  # noqa: BLE001 -- an import can fail in any way
+        raise ModelError(
+            f"user model {model!r}: cannot import module {module_name!r} ({type(e).__name__}: {e})"
+        ) from e
     builder = getattr(module, attr, None)
     if not callable(builder):
         raise ModelError(f"user model {model!r}: {module_name!r} has no callable {attr!r}")
     return builder
 
 
+def _takes_input_size(builder: Callable) -> bool:
+    try:
+        params = inspect.signature(builder).parameters
+    except (TypeError, ValueError):  # some callables have no signature
+        return False
+    return "input_size" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def build(spec: ModelSpec) -> nn.Module:
+    """A fresh module of `spec`, initialised from torch's global generator."""
+    builder = resolve_builder(spec.model)
+    extra = {"input_size": tuple(spec.shape.size)} if _takes_input_size(builder) else {}
+    return builder(in_channels=spec.shape.c, num_classes=spec.classes, **extra, **spec.kwargs)
+
+
 def build_model(
-    model: str, in_channels: int, num_classes: int, kwargs: dict | None = None
+    model: str, in_channels: int, num_classes: int, kwargs: dict | None = None, size=(32, 32)
 ) -> nn.Module:
-    """Build `model` for inputs (batch, in_channels, 32, 32) and `num_classes` outputs.
-
-    User callables are called as `builder(in_channels=..., num_classes=..., **kwargs)`.
-    """
-    builder = resolve_builder(model)
-    return builder(in_channels=in_channels, num_classes=num_classes, **(kwargs or {}))
+    """Build `model` for inputs (batch, in_channels, *size) and `num_classes` outputs."""
+    return build(ModelSpec(model, dict(kwargs or {}), Shape(in_channels, *size), num_classes))
 
 
-def check_output_shape(net: nn.Module, model: str, in_channels: int, num_classes: int) -> None:
-    """Raise `ModelError` unless `net` maps (2, in_channels, 32, 32) to (2, num_classes)."""
-    was_training = net.training
-    net.eval()
-    with torch.no_grad():
-        out = net(torch.zeros(2, in_channels, IMAGE_SIZE, IMAGE_SIZE))
-    net.train(was_training)
-    if tuple(out.shape) != (2, num_classes):
+class KwargsError(ModelError):
+    """The builder does not take the keyword arguments it was given."""
+
+
+def _call_forward(net: nn.Module, x: torch.Tensor, spec: ModelSpec, mode: str) -> torch.Tensor:
+    try:
+        out = net(x)
+    except Exception as e:  # noqa: BLE001 -- report whatever the user's forward raised
+        hint = ""
+        if "channels" in str(e) and ("expected" in str(e) or "Expected" in str(e)):
+            hint = f" (it seems to need other input channels than {spec.shape.c})"
         raise ModelError(
-            f"model {model!r} maps (2, {in_channels}, 32, 32) to {tuple(out.shape)}, "
-            f"expected (2, {num_classes})"
+            f"model {spec.model!r} raised {type(e).__name__} inside forward ({mode} mode) on an "
+            f"input of shape {tuple(x.shape)}: {e}{hint}"
+        ) from e
+    if not isinstance(out, torch.Tensor):
+        kind = type(out).__name__
+        raise ModelError(
+            f"model {spec.model!r} returned a {kind} in {mode} mode, not a tensor of logits "
+            f"(batch, {spec.classes})"
         )
+    if tuple(out.shape) != (len(x), spec.classes):
+        raise ModelError(
+            f"model {spec.model!r} maps {tuple(x.shape)} to {tuple(out.shape)} in {mode} mode, "
+            f"expected ({len(x)}, {spec.classes})"
+        )
+    return out
+
+
+def check_model(spec: ModelSpec) -> None:
+    """Build `spec` and run it as nadpipe will: eval mode, then one training step (train mode,
+    forward and backward). Raise `KwargsError` when the builder rejects its keyword arguments,
+    `ModelError` saying what the model did otherwise."""
+    builder = resolve_builder(spec.model)
+    try:
+        net = build(spec)
+    except TypeError as e:
+        text = str(e)
+        if "unexpected keyword argument" in text or "required positional argument" in text:
+            raise KwargsError(f"model {spec.model!r}: {text}") from e
+        raise ModelError(f"model {spec.model!r}: the builder raised TypeError: {text}") from e
+    except Exception as e:  # noqa: BLE001
+        raise ModelError(f"model {spec.model!r}: the builder raised {type(e).__name__}: {e}") from e
+    if not isinstance(net, nn.Module):
+        raise ModelError(
+            f"model {spec.model!r}: {getattr(builder, '__name__', builder)!s} returned a "
+            f"{type(net).__name__}, not a torch.nn.Module"
+        )
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, *spec.shape, generator=gen)
+    try:
+        _run_check(net, x, spec)
+    except ModelError as e:
+        if spec.shape.size != (32, 32) and not _takes_input_size(builder):
+            raise ModelError(
+                f"{e} (its builder takes no input_size: for inputs other than 32x32 it must "
+                f"accept input_size=(H, W), here {tuple(spec.shape.size)})"
+            ) from e
+        raise
+
+
+def _run_check(net: nn.Module, x: torch.Tensor, spec: ModelSpec) -> None:
+    with torch.random.fork_rng(devices=[]):
+        net.eval()
+        with torch.no_grad():
+            _call_forward(net, x, spec, "eval")
+        net.train()
+        out = _call_forward(net, x, spec, "train")
+        if not any(p.requires_grad for p in net.parameters()):
+            raise ModelError(
+                f"model {spec.model!r} has no parameter that receives a gradient: it cannot be "
+                "trained"
+            )
+        try:
+            out.float().logsumexp(1).mean().backward()
+        except Exception as e:  # noqa: BLE001
+            raise ModelError(
+                f"model {spec.model!r}: the backward pass of a training step raised "
+                f"{type(e).__name__}: {e}"
+            ) from e
+    if not any(p.grad is not None for p in net.parameters()):
+        raise ModelError(
+            f"model {spec.model!r}: no parameter received a gradient in a training step (is the "
+            "output detached from them?): it cannot be trained"
+        )
+
+
+def relu_units(net: nn.Module, shape: Shape) -> int:
+    """How many ReLU units (outputs of nn.ReLU modules) one input of `shape` passes through."""
+    count = 0
+
+    def hook(_m, _i, out):
+        nonlocal count
+        count += out[0].numel()
+
+    hooks = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
+    try:
+        with torch.no_grad():
+            was = net.training
+            net.eval()
+            net(torch.zeros(1, *shape))
+            net.train(was)
+    finally:
+        for h in hooks:
+            h.remove()
+    return count

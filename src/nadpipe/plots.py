@@ -1,7 +1,11 @@
-"""Figures: heatmaps over NAD-index pairs and decision-boundary cross-sections."""
+"""Figures a reader understands without the code: every colour bar says its quantity and unit,
+panels that are compared share one scale, and cells that hold no ordinary value (a diverged
+training, a boundary not found within reach, a count that does not apply) are marked, not
+drawn as numbers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import matplotlib
@@ -10,17 +14,40 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
-from .io import atomic_write  # noqa: E402
+from .io import atomic_write, load_parquet, read_artifact  # noqa: E402
 
+AXIS_I = "NAD index i of v1 (channel 1)"
+AXIS_J = "NAD index j of v2 (channel 2)"
 PANELS = {
     "both": "both channels (in distribution)",
-    "ch1_only": "channel 1 only (ch. 2 zeroed)",
-    "ch2_only": "channel 2 only (ch. 1 zeroed)",
+    "ch1_only": "channel 1 only (channel 2 zeroed)",
+    "ch2_only": "channel 2 only (channel 1 zeroed)",
 }
-AXIS_I = "NAD index of v1 (channel 1, eps1)"
-AXIS_J = "NAD index of v2 (channel 2, eps2)"
+
+
+def _save(fig, output: str):
+    """Write the figure and return it (closed: its artists stay readable, e.g. by tests)."""
+    atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    return fig
+
+
+def _rows_of(df: pd.DataFrame, arch: str) -> pd.DataFrame:
+    df = df[df["arch"] == arch]
+    if df.empty:
+        raise ValueError(f"no rows for architecture {arch!r}")
+    return df
+
+
+def _value(df: pd.DataFrame, column: str) -> str:
+    vals = df[column].dropna().unique() if column in df else []
+    return ", ".join(f"{v:g}" for v in sorted(vals)) if len(vals) else "?"
+
+
+# -- heatmaps over NAD-index pairs ------------------------------------------------------------
 
 
 def pair_grid(df: pd.DataFrame, condition: str, split: str = "test", value: str = "accuracy"):
@@ -32,105 +59,235 @@ def pair_grid(df: pd.DataFrame, condition: str, split: str = "test", value: str 
     )
 
 
-def _rows_of(df: pd.DataFrame, arch: str) -> pd.DataFrame:
-    df = df[df["arch"] == arch]
-    if df.empty:
-        raise ValueError(f"no rows for architecture {arch!r}")
-    return df
+def _marks(df: pd.DataFrame, column: str = "diverged") -> pd.DataFrame | None:
+    if column not in df:
+        return None
+    return df.pivot_table(index="nad_i", columns="nad_j", values=column, aggfunc="max")
 
 
 def _number(val: float, fmt: str) -> str:
-    return (
-        f"{val:.0f}"
-        if fmt == "auto" and abs(val) >= 100
-        else format(val, ".3g" if fmt == "auto" else fmt)
+    if fmt == "auto":
+        return f"{val:.0f}" if abs(val) >= 100 else f"{val:.3g}"
+    return format(val, fmt)
+
+
+def _hatch(ax, r: int, c: int, colour: str, hatch: str = "xx") -> None:
+    ax.add_patch(
+        Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch=hatch, edgecolor=colour, linewidth=0)
     )
 
 
-def diverged_grid(df: pd.DataFrame) -> pd.DataFrame | None:
-    """Per (i, j): whether any seed's training diverged; None when the column is absent."""
-    if "diverged" not in df:
-        return None
-    return df.pivot_table(index="nad_i", columns="nad_j", values="diverged", aggfunc="max")
-
-
 def _panel(
-    ax, grid: pd.DataFrame, title: str, fmt: str, marks: pd.DataFrame | None = None, **imshow
-) -> matplotlib.image.AxesImage:
+    ax,
+    grid: pd.DataFrame,
+    title: str,
+    fmt: str,
+    diverged=None,
+    flagged=None,
+    flag_text: str = "",
+    **imshow,
+):
+    """One heatmap panel: values written in the cells; diverged cells hatched red; `flagged`
+    cells (no ordinary value, e.g. a boundary not found) hatched grey and labelled."""
     vals = grid.to_numpy(dtype=float)
-    im = ax.imshow(vals, origin="lower", **imshow)
+    shown = np.where(np.isfinite(vals), vals, np.nan)
+    im = ax.imshow(shown, origin="lower", **imshow)
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
     ax.set_xlabel(AXIS_J)
     ax.set_ylabel(AXIS_I)
-    ax.set_title(title)
-    lo, hi = im.get_clim()
+    ax.set_title(title, fontsize=10)
+    norm = im.norm
     for (r, c), val in np.ndenumerate(vals):
         if np.isfinite(val):
-            light = (val - lo) < 0.6 * (hi - lo)
-            ax.text(c, r, _number(val, fmt), ha="center", va="center", fontsize=8,
-                    color="white" if light else "black")  # fmt: skip
-    if marks is not None:  # hatch the cells where a seed's training diverged
-        for (r, c), bad in np.ndenumerate(marks.reindex_like(grid).fillna(False).to_numpy(bool)):
-            if bad:
-                ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="xx",
-                                       edgecolor="red", linewidth=0))  # fmt: skip
+            light = norm(val) < 0.6 if np.isfinite(norm(val)) else False
+            ax.text(
+                c,
+                r,
+                _number(val, fmt),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if light else "black",
+            )
+    for marks, colour, text in ((diverged, "red", ""), (flagged, "dimgrey", flag_text)):
+        if marks is None:
+            continue
+        bad = marks.reindex_like(grid).fillna(False).to_numpy(bool)
+        for (r, c), b in np.ndenumerate(bad):
+            if b:
+                _hatch(ax, r, c, colour)
+                if text:
+                    ax.text(c, r, text, ha="center", va="center", fontsize=7, color=colour)
     return im
 
 
-def _divergence_note(marks: pd.DataFrame | None) -> str:
-    n = 0 if marks is None else int(marks.to_numpy(dtype=float).sum())
-    return f"; red hatching: training diverged in some seed ({n} cells)" if n else ""
+def _legend_note(fig, diverged, flagged=None, flag_label: str = "") -> None:
+    handles = []
+    if diverged is not None and diverged.to_numpy(dtype=float).sum():
+        n = int(np.nansum(diverged.to_numpy(dtype=float)))
+        handles.append(
+            Patch(
+                facecolor="none",
+                edgecolor="red",
+                hatch="xx",
+                label=f"training diverged in some seed ({n} cells)",
+            )
+        )
+    if flagged is not None and np.nansum(flagged.to_numpy(dtype=float)):
+        handles.append(Patch(facecolor="none", edgecolor="dimgrey", hatch="xx", label=flag_label))
+    if handles:
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=len(handles),
+            fontsize=8,
+            frameon=False,
+        )
 
 
-def _save(fig, output: str) -> None:
-    atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+def _pair_title(df: pd.DataFrame, arch: str, what: str) -> str:
+    return (
+        f"{arch}: {what}, D(v1) ⊕ D(v2) with ε1 = {_value(df, 'eps1')}, ε2 = "
+        f"{_value(df, 'eps2')}, σ = {_value(df, 'sigma')}; mean over {df['seed'].nunique()} seed(s)"
+    )
 
 
 def pair_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
-    """Three panels (both / ch1 only / ch2 only) of mean test accuracy for one architecture."""
+    """Three panels (both / ch1 only / ch2 only) of mean test accuracy, one colour scale."""
     df = _rows_of(df, arch)
-    marks = diverged_grid(df)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), constrained_layout=True)
+    diverged = _marks(df)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
     for ax, (cond, title) in zip(axes, PANELS.items(), strict=True):
         grid = pair_grid(df, cond) * 100
-        im = _panel(ax, grid, title, ".0f", marks, vmin=50, vmax=100, cmap="viridis")
+        im = _panel(ax, grid, title, ".0f", diverged, vmin=50, vmax=100, cmap="viridis")
     fig.colorbar(im, ax=axes, label="test accuracy (%)", shrink=0.9)
-    seeds = df["seed"].nunique()
-    fig.suptitle(f"{arch}: D(v1) (+) D(v2), mean over {seeds} seed(s){_divergence_note(marks)}")
-    _save(fig, output)
+    fig.suptitle(_pair_title(df, arch, "test accuracy"))
+    _legend_note(fig, diverged)
+    return _save(fig, output)
 
 
-def metric_heatmaps(
-    df: pd.DataFrame, arch: str, metrics: dict[str, str], output: str, limits: dict | None = None
-) -> None:
-    """One panel per per-model metric column (mean over seeds), each with its own colour bar."""
+def reliance_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
+    """The channel reliance angle, and the median margins along v1 and v2 on one shared scale,
+    cells where the boundary was not found within analysis.margin_max marked."""
     df = _rows_of(df, arch)
-    marks = diverged_grid(df)
-    fig, axes = plt.subplots(
-        1, len(metrics), figsize=(5 * len(metrics), 4.8), constrained_layout=True
+    diverged = _marks(df)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
+    grid = pair_grid(df, "both", value="reliance_deg")
+    im = _panel(
+        axes[0],
+        grid,
+        "reliance: 0° = v1 only, 90° = v2 only",
+        ".0f",
+        diverged,
+        vmin=0,
+        vmax=90,
+        cmap="magma",
     )
-    for ax, (col, title) in zip(np.atleast_1d(axes), metrics.items(), strict=True):
-        grid = pair_grid(df, "both", value=col)
-        lims = (limits or {}).get(col, {})
-        fmt = ".0f" if col == "reliance_deg" else "auto"
-        im = _panel(ax, grid, title, fmt, marks, cmap="magma", **lims)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-    fig.suptitle(f"{arch}: mean over {df['seed'].nunique()} seed(s){_divergence_note(marks)}")
-    _save(fig, output)
+    fig.colorbar(im, ax=axes[0], label="reliance angle (degrees)", shrink=0.8)
+    margins = {m: pair_grid(df, "both", value=f"margin_{m}") for m in ("v1", "v2")}
+    finite = np.concatenate([g.to_numpy(float).ravel() for g in margins.values()])
+    finite = finite[np.isfinite(finite)]
+    lo, hi = (finite.min(), finite.max()) if len(finite) else (0.0, 1.0)
+    not_found = {m: g.apply(lambda col: col == np.inf) for m, g in margins.items()}
+    for ax, (m, g) in zip(axes[1:], margins.items(), strict=True):
+        title = f"median distance to the boundary along {'v1 ⊕ 0' if m == 'v1' else '0 ⊕ v2'}"
+        im = _panel(
+            ax,
+            g,
+            title,
+            ".2g",
+            diverged,
+            not_found[m],
+            "not\nfound",
+            vmin=lo,
+            vmax=hi if hi > lo else lo + 1,
+            cmap="cividis",
+        )
+    fig.colorbar(
+        im, ax=list(axes[1:]), label="median margin (input units, shared scale)", shrink=0.8
+    )
+    fig.suptitle(_pair_title(df, arch, "channel reliance and margins"))
+    flagged = pd.concat(not_found.values()).groupby(level=0).max()
+    _legend_note(
+        fig, diverged, flagged, "boundary not found within analysis.margin_max for most points"
+    )
+    return _save(fig, output)
+
+
+def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
+    """The softmax Jacobian norm (log scale) and the transition counts per ReLU unit on one
+    shared scale; a model without ReLU modules has no transition count ("n/a")."""
+    df = _rows_of(df, arch).copy()
+    diverged = _marks(df)
+    kinds = {
+        "same_class": "same-class ellipses",
+        "diff_class": "different-class ellipses",
+        "random": "random ellipses",
+    }
+    units = df["relu_units"].replace(0, np.nan) if "relu_units" in df else np.nan
+    for k in kinds:
+        df[f"per_unit_{k}"] = df[f"transitions_{k}"] / units
+    fig, axes = plt.subplots(1, 4, figsize=(20, 5.2), constrained_layout=True)
+    jac = pair_grid(df, "both", value="jacobian_norm_test")
+    positive = jac.to_numpy(float)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    norm = LogNorm(positive.min(), positive.max()) if len(positive) else None
+    im = _panel(
+        axes[0], jac, "softmax input-Jacobian norm (test)", ".2g", diverged, norm=norm, cmap="magma"
+    )
+    fig.colorbar(im, ax=axes[0], label="mean ‖∂softmax/∂x‖_F (log scale)", shrink=0.8)
+    grids = {k: pair_grid(df, "both", value=f"per_unit_{k}") for k in kinds}
+    vals = np.concatenate([g.to_numpy(float).ravel() for g in grids.values()])
+    vals = vals[np.isfinite(vals)]
+    lo, hi = (vals.min(), vals.max()) if len(vals) else (0.0, 1.0)
+    no_relu = "relu_units" not in df or (df["relu_units"] == 0).all()
+    for ax, (k, g) in zip(axes[1:], grids.items(), strict=True):
+        na = g.isna() if no_relu else None
+        im = _panel(
+            ax,
+            g,
+            f"transitions per ReLU unit, {kinds[k]}",
+            ".2g",
+            diverged,
+            na,
+            "n/a",
+            vmin=lo,
+            vmax=hi if hi > lo else lo + 1,
+            cmap="viridis",
+        )
+    fig.colorbar(
+        im,
+        ax=list(axes[1:]),
+        shrink=0.8,
+        label="activation-pattern changes per ReLU unit per ellipse (shared scale)",
+    )
+    fig.suptitle(_pair_title(df, arch, "complexity of the learned predictor"))
+    _legend_note(
+        fig,
+        diverged,
+        grids["random"].isna() if no_relu else None,
+        "no ReLU modules: transition counts do not apply",
+    )
+    return _save(fig, output)
 
 
 def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None:
-    """Decision boundary (zero contour of f) in the plane of v1 (+) 0 and 0 (+) v2 at the first
-    stored test point of each (i, j), one panel per pair: rows i, columns j."""
-    by_pair = {(int(s["nad_i"]), int(s["nad_j"])): s for s in sections}
-    rows = sorted({i for i, _ in by_pair}, reverse=True)  # v1's index grows upwards, as in heatmaps
+    """The decision boundary (f = 0) in the plane of v1 (+) 0 and 0 (+) v2 at the first stored
+    test point of each (i, j), one panel per pair (rows i, columns j), one colour scale."""
+    by_pair = {(int(s["key_nad_i"]), int(s["key_nad_j"])): s for s in sections}
+    rows = sorted({i for i, _ in by_pair}, reverse=True)  # v1's index grows upwards
     cols = sorted({j for _, j in by_pair})
+    finite = [np.abs(s["values"][0]) for s in by_pair.values() if np.isfinite(s["values"][0]).all()]
+    lim = max((float(f.max()) for f in finite), default=1.0) or 1.0
     fig, axes = plt.subplots(
-        len(rows), len(cols), figsize=(2.4 * len(cols) + 1, 2.4 * len(rows) + 0.6),
-        squeeze=False, constrained_layout=True,
-    )  # fmt: skip
+        len(rows),
+        len(cols),
+        figsize=(2.5 * len(cols) + 1.6, 2.5 * len(rows) + 0.9),
+        squeeze=False,
+        constrained_layout=True,
+    )
+    mesh = None
     for r, i in enumerate(rows):
         for c, j in enumerate(cols):
             ax = axes[r][c]
@@ -138,113 +295,47 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
             if s is None:
                 ax.axis("off")
                 continue
+            ax.set_title(f"i={i}, j={j}", fontsize=9)
             f = s["values"][0]  # (R, R): rows along v2 (b), columns along v1 (a)
             if not np.isfinite(f).all():
-                ax.text(0.5, 0.5, "diverged", ha="center", va="center", color="red")
-                ax.set_title(f"i={i}, j={j}", fontsize=9)
+                ax.text(
+                    0.5,
+                    0.5,
+                    "diverged",
+                    ha="center",
+                    va="center",
+                    color="red",
+                    transform=ax.transAxes,
+                )
+                ax.set_xticks([])
+                ax.set_yticks([])
                 continue
-            lim = np.abs(f).max() or 1.0
-            ax.pcolormesh(s["a"], s["b"], f, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="auto")
+            mesh = ax.pcolormesh(
+                s["a"], s["b"], f, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="auto"
+            )
             if f.min() < 0 < f.max():
                 ax.contour(s["a"], s["b"], f, levels=[0], colors="k", linewidths=1.2)
-            ax.plot([1, -1], [1, -1], "o", ms=3, color="k")  # class means: (eps1, eps2), negated
-            ax.set_title(f"i={i}, j={j}", fontsize=9)
+            ax.plot([1], [1], "^", ms=5, color="k", label="class +1 mean")
+            ax.plot([-1], [-1], "v", ms=5, color="k", mfc="white", label="class −1 mean")
             ax.set_aspect("equal")
             if r == len(rows) - 1:
-                ax.set_xlabel("along v1 (+) 0, units of eps1", fontsize=8)
+                ax.set_xlabel("along v1 ⊕ 0 (units of ε1)", fontsize=8)
             if c == 0:
-                ax.set_ylabel("along 0 (+) v2, units of eps2", fontsize=8)
+                ax.set_ylabel("along 0 ⊕ v2 (units of ε2)", fontsize=8)
             ax.tick_params(labelsize=7)
+    if mesh is not None:
+        fig.colorbar(mesh, ax=axes, shrink=0.6, label="f = logit(+1) − logit(−1) (shared scale)")
+        handles, labels = next(ax for ax in axes.ravel() if ax.lines).get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle(
-        f"{arch}: decision boundary (black) through a test point; red f > 0 (class +1); "
-        "vertical boundary = uses channel 1, horizontal = channel 2",
+        f"{arch}: decision boundary f = 0 (black) through a test point; red f > 0 (class +1); "
+        "a vertical boundary = uses channel 1, a horizontal one = channel 2",
         fontsize=9,
     )
-    _save(fig, output)
+    return _save(fig, output)
 
 
-# the per-model figures of the NAD-pair study: columns of summary.parquet and panel titles
-FIGURES = {
-    "reliance": {
-        "metrics": {
-            "reliance_deg": "channel reliance (deg): 0 = v1, 90 = v2",
-            "margin_v1": "median margin along v1 (+) 0",
-            "margin_v2": "median margin along 0 (+) v2",
-        },
-        "limits": {"reliance_deg": {"vmin": 0, "vmax": 90}},
-    },
-    "complexity": {
-        "metrics": {
-            "jacobian_norm_test": "Jacobian norm of softmax (test)",
-            "transitions_same_class": "transitions, same-class ellipses",
-            "transitions_diff_class": "transitions, different-class ellipses",
-            "transitions_random": "transitions, random ellipses",
-        },
-    },
-}
-
-
-def nad_figure(art: dict, arch: str, output: str, min_overlap: float) -> str:
-    """The first 16 NADs, their centred Fourier power, the eigenvalue spectrum and the
-    split-half overlaps; returns a one-line verdict on convergence."""
-    vecs = art["vectors"][:16].reshape(16, 32, 32).numpy()
-    power = np.abs(np.fft.fftshift(np.fft.fft2(vecs), axes=(1, 2))) ** 2
-    fig = plt.figure(figsize=(16, 10), constrained_layout=True)
-    grid = fig.add_gridspec(5, 8, height_ratios=[1, 1, 1, 1, 1.6])
-    for k in range(16):
-        r, c = 2 * (k // 8), k % 8
-        ax = fig.add_subplot(grid[r, c])
-        lim = np.abs(vecs[k]).max()
-        ax.imshow(vecs[k], cmap="BrBG", vmin=-lim, vmax=lim)
-        ax.set_title(f"NAD {k}", fontsize=9)
-        ax.axis("off")
-        ax = fig.add_subplot(grid[r + 1, c])
-        ax.imshow(power[k], cmap="magma")
-        ax.set_title("|FFT|^2", fontsize=8)
-        ax.axis("off")
-    ax = fig.add_subplot(grid[4, :])
-    ax.semilogy(art["eigenvalues"].numpy())
-    rank = min(
-        len(art["eigenvalues"]), art["settings"]["n_networks"] * art["settings"]["n_points"] - 1
-    )
-    if rank < len(art["eigenvalues"]):
-        ax.axvline(rank, color="red", linestyle="--")
-        ax.text(rank, ax.get_ylim()[1], f" rank {rank}: NADs past it are arbitrary", color="red",
-                va="top", fontsize=9)  # fmt: skip
-    ax.set_xlabel("NAD index")
-    ax.set_ylabel("eigenvalue")
-    sh = art["split_half"]
-    overlaps = ", ".join(f"k={k}: {v:.2f}" for k, v in sh["overlap"].items())
-    s = art["settings"]
-    ax.set_title(
-        f"spectrum; split-half overlap ({sh['halves'][0]} vs {sh['halves'][1]} nets) {overlaps}; "
-        f"top-10 eigenvalues differ by up to {100 * sh['eigenvalue_rel_diff_top10']:.0f} % "
-        "of the top one",
-        fontsize=9,
-    )
-    fig.suptitle(
-        f"{arch}: NADs ({s['estimator']}, step {s['step']}, {s['n_networks']} networks, "
-        f"{s['n_points']} point(s))"
-    )
-    _save(fig, output)
-    top10 = sh["overlap"].get(10, float("nan"))
-    verdict = f"NADs of {arch}: split-half top-10 overlap {top10:.2f}"
-    if top10 < min_overlap:
-        verdict = (
-            f"WARNING: {verdict} < nads.min_overlap_top10 = {min_overlap}: not converged, "
-            f"raise nads.n_networks (now {s['n_networks']}), unless the architecture is nearly "
-            "isotropic (a flat spectrum, as an MLP's): then no order of its NADs exists to find"
-        )
-    return verdict
-
-
-# -- the CIFAR-10 studies -------------------------------------------------------------------
-
-CIFAR_LINES = {
-    "all": "all 4 channels",
-    "cifar_only": "CIFAR only (synthetic zeroed)",
-    "synthetic_only": "synthetic only (CIFAR zeroed)",
-}
+# -- the per-model studies --------------------------------------------------------------------
 
 
 def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: float = 1) -> None:
@@ -258,7 +349,9 @@ def _nad_axis(ax, values: pd.Series) -> None:
     """A symlog NAD-index axis from 0 with round, non-overlapping tick labels."""
     top = float(values.max())
     ax.set_xscale("symlog", linthresh=10)
-    ticks = [t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= max(top, 1)]
+    ticks = [
+        t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000) if t <= max(top, 1)
+    ]
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.set_xlim(-0.3, max(top, 1) * 1.15)
 
@@ -268,68 +361,261 @@ def rank_correlation(x: pd.Series, y: pd.Series) -> float:
     return float(x.rank().corr(y.rank()))
 
 
-def study_figure(df: pd.DataFrame, study: str, arch: str, output: str) -> None:
-    """One architecture's figure of a per-model study: lines over the NAD index (cifar_nad,
-    poison, single_direction), original against flipped (flip), or a map over frequencies
-    (fourier); mean over seeds, band = min..max."""
+def _dv_title(df: pd.DataFrame) -> str:
+    return f"x = ε·y·v + w, ε = {_value(df, 'eps')}, σ = {_value(df, 'sigma')}"
+
+
+def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     df = _rows_of(df, arch)
-    seeds = df["seed"].nunique()
     test = df[df["split"] == "test"]
-    if study == "cifar_nad":
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-        for cond, label in CIFAR_LINES.items():
-            _line_over_seeds(ax, test[test["condition"] == cond], "nad_k", "accuracy", label, 100)
-        ax.set_xlabel("NAD index k of v (synthetic channel)")
-        ax.set_ylabel("test accuracy (%)")
-        ax.axhline(50, color="grey", linewidth=0.8, linestyle=":")
-        ax.legend()
-        _nad_axis(ax, test["nad_k"])
-        per_model = test[test["condition"] == "all"]
-        _line_over_seeds(ax2, per_model, "nad_k", "v_vs_cifar_reliance_deg", "reliance")
-        ax2.set_ylim(0, 90)
-        ax2.set_xlabel("NAD index k of v")
-        ax2.set_ylabel("degrees (0 = only v, 90 = only CIFAR channels)")
-        ax2.set_title("input gradient: along v against the CIFAR channels")
-        _nad_axis(ax2, test["nad_k"])
-        fig.suptitle(f"{arch}: binary CIFAR-10 (+) D(NAD k), mean over {seeds} seed(s)")
-    elif study == "poison":
-        fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
-        _line_over_seeds(ax, test, "nad_i", "accuracy", "clean test set", 100)
-        train = df[df["split"] == "train"]
-        _line_over_seeds(ax, train, "nad_i", "accuracy", "poisoned training set", 100)
-        ax.set_xlabel("poisoned NAD index i (carriers along NADs i, i+1)")
-        ax.set_ylabel("accuracy (%)")
-        ax.axhline(10, color="grey", linewidth=0.8, linestyle=":")
-        ax.legend()
-        _nad_axis(ax, test["nad_i"])
-        fig.suptitle(f"{arch}: CIFAR-10 poisoned along NADs, mean over {seeds} seed(s)")
-    elif study == "flip":
-        fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
-        names = ["original", "flipped"]
-        for pos, name in enumerate(names):
-            acc = test[test["representation"] == name]["accuracy"].to_numpy() * 100
-            ax.bar(pos, np.nanmean(acc) if len(acc) else np.nan, color=f"C{pos}", alpha=0.7)
-            ax.scatter(np.full(len(acc), pos), acc, color="black", zorder=3, s=12)
-        ax.set_xticks(range(len(names)), names)
-        ax.set_ylabel("test accuracy (%)")
-        fig.suptitle(f"{arch}: CIFAR-10 in the NAD basis, reversed; {seeds} seed(s)")
-    elif study == "single_direction":
-        fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
-        _line_over_seeds(ax, test, "nad_k", "accuracy", "test accuracy", 100)
-        ax.set_xlabel("NAD index k of v")
-        ax.set_ylabel("test accuracy (%)")
-        ax.axhline(50, color="grey", linewidth=0.8, linestyle=":")
-        _nad_axis(ax, test["nad_k"])
-        rho = rank_correlation(test["nad_k"], test["accuracy"])
-        fig.suptitle(f"{arch}: trained on D(NAD k), {seeds} seed(s); Spearman rho = {rho:.2f}")
-    elif study == "fourier":
-        grid = test.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100
-        fig, ax = plt.subplots(figsize=(6.5, 5.5), constrained_layout=True)
-        im = ax.imshow(grid.to_numpy(), vmin=50, vmax=100, cmap="viridis", origin="upper")
-        ax.set_xlabel("frequency b (columns)")
-        ax.set_ylabel("frequency a (rows)")
-        fig.colorbar(im, ax=ax, label="test accuracy (%)")
-        fig.suptitle(f"{arch}: trained on D(Fourier direction (a, b)), {seeds} seed(s)")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
+    _line_over_seeds(ax, test, "nad_k", "accuracy", "test accuracy", 100)
+    ax.set_xlabel("NAD index k of v")
+    ax.set_ylabel("test accuracy (%)")
+    ax.axhline(50, color="grey", linewidth=0.8, linestyle=":", label="chance")
+    ax.legend(fontsize=8)
+    _nad_axis(ax, test["nad_k"])
+    rho = rank_correlation(test["nad_k"], test["accuracy"])
+    fig.suptitle(
+        f"{arch}: trained on D(NAD k), {_dv_title(test)}, {test['seed'].nunique()} seed(s); "
+        f"Spearman ρ(k, accuracy) = {rho:.2f}",
+        fontsize=10,
+    )
+    return _save(fig, output)
+
+
+def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    df = _rows_of(df, arch)
+    test = df[df["split"] == "test"]
+    grid = test.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100
+    fig, ax = plt.subplots(figsize=(7, 6), constrained_layout=True)
+    a, b = grid.index.to_numpy(), grid.columns.to_numpy()
+    extent = (b.min() - 0.5, b.max() + 0.5, a.max() + 0.5, a.min() - 0.5)
+    im = ax.imshow(grid.to_numpy(), vmin=50, vmax=100, cmap="viridis", extent=extent)
+    ax.set_xlabel("frequency b (along columns)")
+    ax.set_ylabel("frequency a (along rows)")
+    fig.colorbar(im, ax=ax, label="test accuracy (%)")
+    layout = "zero frequency in the centre" if a.min() < 0 else "zero frequency at the top left"
+    fig.suptitle(
+        f"{arch}: trained on D(Fourier direction (a, b)), {_dv_title(test)}; {layout}; "
+        f"{test['seed'].nunique()} seed(s)",
+        fontsize=9,
+    )
+    return _save(fig, output)
+
+
+CIFAR_LINES = {
+    "all": "all channels",
+    "cifar_only": "CIFAR only (synthetic zeroed)",
+    "synthetic_only": "synthetic only (CIFAR zeroed)",
+}
+
+
+def cifar_nad_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    df = _rows_of(df, arch)
+    test = df[df["split"] == "test"]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12.5, 4.8), constrained_layout=True)
+    for cond, label in CIFAR_LINES.items():
+        _line_over_seeds(ax, test[test["condition"] == cond], "nad_k", "accuracy", label, 100)
+    ax.set_xlabel("NAD index k of v (synthetic channel)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.axhline(50, color="grey", linewidth=0.8, linestyle=":")
+    ax.legend(fontsize=8)
+    _nad_axis(ax, test["nad_k"])
+    _line_over_seeds(
+        ax2, test[test["condition"] == "all"], "nad_k", "v_vs_cifar_reliance_deg", "reliance"
+    )
+    ax2.set_ylim(0, 90)
+    ax2.set_xlabel("NAD index k of v")
+    ax2.set_ylabel("degrees (0 = only v, 90 = only the CIFAR channels)")
+    ax2.set_title("input gradient: along v against the CIFAR channels", fontsize=10)
+    _nad_axis(ax2, test["nad_k"])
+    fig.suptitle(
+        f"{arch}: binary CIFAR-10 ⊕ D(NAD k), ε = {_value(test, 'eps')}, "
+        f"σ = {_value(test, 'sigma')}; {test['seed'].nunique()} seed(s)"
+    )
+    return _save(fig, output)
+
+
+def poison_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    df = _rows_of(df, arch)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
+    _line_over_seeds(ax, df[df["split"] == "test"], "nad_i", "accuracy", "clean test set", 100)
+    _line_over_seeds(
+        ax, df[df["split"] == "train"], "nad_i", "accuracy", "poisoned training set", 100
+    )
+    ax.set_xlabel("poisoned NAD index i (carriers along NADs i, i+1)")
+    ax.set_ylabel("accuracy (%)")
+    ax.axhline(10, color="grey", linewidth=0.8, linestyle=":", label="chance")
+    ax.legend(fontsize=8)
+    _nad_axis(ax, df["nad_i"])
+    fig.suptitle(
+        f"{arch}: CIFAR-10 poisoned along NADs (carrier ε = {_value(df, 'eps')}), "
+        f"{df['seed'].nunique()} seed(s)"
+    )
+    return _save(fig, output)
+
+
+def flip_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    df = _rows_of(df, arch)
+    test = df[df["split"] == "test"]
+    fig, ax = plt.subplots(figsize=(5.5, 4.8), constrained_layout=True)
+    names = ["original", "flipped"]
+    for pos, name in enumerate(names):
+        acc = test[test["representation"] == name]["accuracy"].to_numpy() * 100
+        ax.bar(pos, np.nanmean(acc) if len(acc) else np.nan, color=f"C{pos}", alpha=0.7)
+        ax.scatter(np.full(len(acc), pos), acc, color="black", zorder=3, s=12)
+    ax.set_xticks(range(len(names)), ["original", "flipped (NAD k ↔ d−1−k)"])
+    ax.set_ylabel("test accuracy (%)")
+    fig.suptitle(f"{arch}: CIFAR-10 in the NAD basis, reversed; {test['seed'].nunique()} seed(s)")
+    return _save(fig, output)
+
+
+FIGURES = {
+    f.__name__: f
+    for f in (
+        pair_heatmaps,
+        reliance_heatmaps,
+        complexity_heatmaps,
+        single_direction_figure,
+        fourier_figure,
+        cifar_nad_figure,
+        poison_figure,
+        flip_figure,
+    )
+}
+
+
+def draw(function: str, inputs: list[str], study: str, arch: str, output: str) -> None:
+    """Draw the figure `function` (named by the study's registry entry) for `arch`."""
+    if function == "cross_section_grid":
+        sections = [dict(read_artifact(p, lambda q: dict(np.load(q)))) for p in inputs]
+        cross_section_grid(sections, arch, output)
+        return
+    FIGURES[function](load_parquet(inputs[0]), arch, output)
+
+
+# -- NADs -------------------------------------------------------------------------------------
+
+
+def _image(v: np.ndarray) -> tuple[np.ndarray, dict]:
+    """An image of a NAD (C, H, W): one channel with a symmetric diverging scale, or colour
+    NADs as RGB (each channel scaled to [0, 1] around grey)."""
+    if v.shape[0] == 1:
+        lim = np.abs(v).max() or 1.0
+        return v[0], {"cmap": "BrBG", "vmin": -lim, "vmax": lim}
+    lim = np.abs(v).max() or 1.0
+    return np.moveaxis(v[:3] / (2 * lim) + 0.5, 0, -1), {}
+
+
+def nad_figure(art: dict, arch: str, output: str, min_overlap: float):
+    """The first 16 NADs (colour NADs as RGB images and their channels), their Fourier power,
+    the eigenvalue spectrum and the split-half overlaps; a "not converged" stamp on the figure
+    when the top-10 overlap is below `min_overlap`. Returns (a one-line verdict, the figure)."""
+    shape = tuple(art.get("shape") or (1, 32, 32))
+    n = min(16, len(art["vectors"]))
+    vecs = art["vectors"][:n].reshape(n, *shape).numpy()
+    power = np.abs(np.fft.fftshift(np.fft.fft2(vecs), axes=(-2, -1))) ** 2
+    power = power.sum(1)  # (n, H, W): summed over channels
+    colour = shape[0] > 1
+    rows = 2 * math.ceil(n / 8) + (1 if colour else 0)
+    fig = plt.figure(figsize=(16, 2.1 * rows + 3.6), constrained_layout=True)
+    grid = fig.add_gridspec(rows + 1, 8, height_ratios=[1] * rows + [1.8])
+    for k in range(n):
+        r, c = 2 * (k // 8), k % 8
+        ax = fig.add_subplot(grid[r, c])
+        img, kw = _image(vecs[k])
+        ax.imshow(img, **kw)
+        ax.set_title(f"NAD {k}" + (" (RGB)" if colour else ""), fontsize=9)
+        ax.axis("off")
+        ax = fig.add_subplot(grid[r + 1, c])
+        ax.imshow(power[k], cmap="magma")
+        ax.set_title("|FFT|², zero freq. centred", fontsize=7)
+        ax.axis("off")
+    if colour:  # the channels of NAD 0 side by side
+        for ch in range(min(shape[0], 8)):
+            ax = fig.add_subplot(grid[rows - 1, ch])
+            lim = np.abs(vecs[0]).max() or 1.0
+            ax.imshow(vecs[0][ch], cmap="BrBG", vmin=-lim, vmax=lim)
+            ax.set_title(f"NAD 0, channel {ch}", fontsize=8)
+            ax.axis("off")
+    ax = fig.add_subplot(grid[rows, :])
+    verdict = f"NADs of {arch}"
+    stamp = None
+    if art.get("eigenvalues") is not None:
+        ev = art["eigenvalues"].numpy()
+        ax.semilogy(np.clip(ev, 1e-30, None))
+        s = art["settings"]
+        rank = min(len(ev), s["n_networks"] * s["n_points"] - 1)
+        if rank < len(ev):
+            ax.axvline(rank, color="red", linestyle="--")
+            ax.text(
+                rank,
+                ax.get_ylim()[1],
+                f" rank {rank}: NADs past it are arbitrary",
+                color="red",
+                va="top",
+                fontsize=9,
+            )
+        ax.set_xlabel("NAD index")
+        ax.set_ylabel("eigenvalue (log scale)")
+        sh = art["split_half"]
+        overlaps = ", ".join(
+            f"k={k}: {v:.2f}" if math.isfinite(v) else f"k={k}: n/a (rank)"
+            for k, v in sh["overlap"].items()
+        )
+        rel = sh["eigenvalue_rel_diff_top10"]
+        ax.set_title(
+            f"spectrum; split-half overlap ({sh['halves'][0]} vs {sh['halves'][1]} nets) "
+            f"{overlaps}; top-10 eigenvalues differ by up to "
+            f"{100 * rel:.0f} % of the top one"
+            if math.isfinite(rel)
+            else "",
+            fontsize=9,
+        )
+        top10 = sh["overlap"].get(10, float("nan"))
+        verdict = f"NADs of {arch}: split-half top-10 overlap {top10:.2f}"
+        if not math.isfinite(top10):
+            stamp = f"convergence unknown: {sh['undefined'].get(10, 'too few networks')}"
+            verdict = f"WARNING: NADs of {arch}: {stamp}"
+        elif top10 < min_overlap:
+            stamp = f"not converged: top-10 overlap {top10:.2f} < {min_overlap}"
+            verdict = (
+                f"WARNING: {verdict} < nads.min_overlap_top10 = {min_overlap}: not converged, "
+                f"raise nads.n_networks (now {s['n_networks']}), unless the architecture is "
+                "nearly isotropic (a flat spectrum, as an MLP's): then no order of its NADs "
+                "exists to find"
+            )
+        title = (
+            f"{arch}: NADs ({s['estimator']}, step {s['step']}, {s['n_networks']} "
+            f"networks, {s['n_points']} point(s), inputs {'x'.join(map(str, shape))})"
+        )
     else:
-        raise ValueError(f"unknown study {study!r}")
-    _save(fig, output)
+        ax.axis("off")
+        title = f"{arch}: NADs read from {art.get('file')} (inputs {'x'.join(map(str, shape))})"
+    fig.suptitle(title)
+    if stamp:
+        fig.text(
+            0.5,
+            0.5,
+            stamp,
+            ha="center",
+            va="center",
+            fontsize=22,
+            color="red",
+            alpha=0.55,
+            rotation=12,
+            weight="bold",
+        )
+    return verdict, _save(fig, output)
+
+
+def nad_figure_job(artifact: str, arch: str, output: str, min_overlap: float) -> str:
+    """The NAD figure of the artifact at `artifact`; a warning in the job log when the NADs
+    are not converged (repeated at the end of the run)."""
+    from .io import load_torch, warn
+
+    verdict, _ = nad_figure(load_torch(artifact), arch, output, min_overlap)
+    if verdict.startswith("WARNING: "):
+        warn(verdict.removeprefix("WARNING: "))
+    return verdict

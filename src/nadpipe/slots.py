@@ -25,15 +25,28 @@ LOCK_DIR_ENV = "NADPIPE_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = ".nadpipe/gpu_slots"
 
 
-def slot_count(configured: int | None, resource: object, visible_gpus: int) -> int:
+def slot_count(configured: int | None, resource: object, visible_gpus: int | None = None) -> int:
     """The pool size: `gpus.slots` when set, else the `gpu` resource of the command line
-    (`--resources gpu=N`), else the number of visible GPUs (0 on a CPU machine: no pool)."""
+    (`--resources gpu=N`), else the number of visible GPUs (0 on a CPU machine: no pool;
+    counted with torch only when needed)."""
     if configured is not None:
         return configured
     value = getattr(resource, "value", resource)  # Snakemake 9 wraps resources
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
+    if visible_gpus is None:
+        visible_gpus = _visible_gpus()
     return visible_gpus
+
+
+def _visible_gpus() -> int:
+    """GPUs torch would see; without a GPU driver (NVIDIA's or ROCm's) 0, without importing
+    torch (seconds, at every start of the workflow)."""
+    if not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/kfd")):
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _devices(n_slots: int) -> list[str]:

@@ -1,47 +1,519 @@
-"""The per-model studies beside the NAD pairs, all of one DAG shape (train_model ->
-evaluate_model -> aggregate_study -> plot_study): the CIFAR-10 studies (nadpipe.cifar) and the
-NAD validation studies (nadpipe.directions)."""
+"""The studies, each a value in `REGISTRY`, all run by one DAG:
+
+    nads -> train (arch x variant x seed) -> evaluate (conditions, measures) -> aggregate -> plot
+
+A study says what its config block is (nadpipe.settings), its grid besides architectures and
+seeds (typed variants with path-safe names), the input shape and classes of its models, how to
+build its data from a small spec (the NADs and CIFAR-10 being inputs), its evaluation conditions
+(which channels are kept), the per-model measures it wants, and its figures. Adding a study is a
+new entry here and its figure in nadpipe.plots.
+"""
 
 from __future__ import annotations
 
-import torch
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import cifar, directions
+from .io import derive_seed, generator
+from .settings import (
+    CifarData,
+    CifarNadStudy,
+    FlipStudy,
+    FourierStudy,
+    PairStudy,
+    PoisonStudy,
+    Shape,
+    SingleDirectionStudy,
+    StudySettings,
+)
 
-STUDIES = (*cifar.STUDIES, *directions.STUDIES)
-SHAPES = {**cifar.SHAPES, **directions.SHAPES}  # (input channels, classes)
-CONDITIONS = {**cifar.CONDITIONS, **directions.CONDITIONS}  # condition -> channels kept
+if TYPE_CHECKING:  # the data are built in the jobs; the DAG is planned without torch
+    import torch
 
+    from .data import Splits
 
-def needs_cifar(study: str) -> bool:
-    return study in cifar.STUDIES
-
-
-def needs_nads(study: str) -> bool:
-    return study != "fourier"
-
-
-def variants(study: str, cfg_study: dict) -> list[str]:
-    if needs_cifar(study):
-        return cifar.variants(study, cfg_study)
-    return directions.variants(study, cfg_study)
-
-
-def variant_columns(study: str, variant: str) -> dict:
-    if needs_cifar(study):
-        return cifar.variant_columns(study, variant)
-    return directions.variant_columns(study, variant)
+# -- variants: one cell of a study's grid, with a path-safe name -------------------------------
 
 
-def study_data(
-    study: str,
-    variant: str,
-    seed: int,
-    data: dict,
-    cifar10: dict | None,
-    vectors: torch.Tensor | None,
-) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """The train and test tensors of one (study, variant, seed)."""
-    if needs_cifar(study):
-        return cifar.study_data(study, variant, seed, data, cifar.CifarSettings(**cifar10), vectors)
-    return directions.study_data(study, variant, seed, data, vectors)
+@dataclass(frozen=True)
+class NadPair:
+    """Channel block 1 ~ D(NAD i), block 2 ~ D(NAD j)."""
+
+    i: int
+    j: int
+    PATTERN: ClassVar[str] = r"i\d+_j\d+"
+
+    @property
+    def path(self) -> str:
+        return f"i{self.i}_j{self.j}"
+
+    def columns(self) -> dict:
+        return {"nad_i": self.i, "nad_j": self.j}
+
+    def nad_indices(self) -> tuple[int, ...]:
+        return (self.i, self.j)
+
+    @classmethod
+    def parse(cls, path: str) -> NadPair:
+        i, j = re.fullmatch(r"i(\d+)_j(\d+)", path).groups()
+        return cls(int(i), int(j))
+
+
+@dataclass(frozen=True)
+class NadIndex:
+    """D(NAD k)."""
+
+    k: int
+    PATTERN: ClassVar[str] = r"k\d+"
+
+    @property
+    def path(self) -> str:
+        return f"k{self.k}"
+
+    def columns(self) -> dict:
+        return {"nad_k": self.k}
+
+    def nad_indices(self) -> tuple[int, ...]:
+        return (self.k,)
+
+    @classmethod
+    def parse(cls, path: str) -> NadIndex:
+        return cls(int(path[1:]))
+
+
+@dataclass(frozen=True)
+class Poisoned:
+    """Class codes carried along NADs i and i + 1."""
+
+    i: int
+    PATTERN: ClassVar[str] = r"p\d+"
+
+    @property
+    def path(self) -> str:
+        return f"p{self.i}"
+
+    def columns(self) -> dict:
+        return {"nad_i": self.i}
+
+    def nad_indices(self) -> tuple[int, ...]:
+        return (self.i, self.i + 1)
+
+    @classmethod
+    def parse(cls, path: str) -> Poisoned:
+        return cls(int(path[1:]))
+
+
+@dataclass(frozen=True)
+class Frequency:
+    """The real 2-D DFT direction of frequency (a, b)."""
+
+    a: int
+    b: int
+    PATTERN: ClassVar[str] = r"f-?\d+_-?\d+"
+
+    @property
+    def path(self) -> str:
+        return f"f{self.a}_{self.b}"
+
+    def columns(self) -> dict:
+        return {"freq_a": self.a, "freq_b": self.b}
+
+    def nad_indices(self) -> tuple[int, ...]:
+        return ()
+
+    @classmethod
+    def parse(cls, path: str) -> Frequency:
+        a, b = re.fullmatch(r"f(-?\d+)_(-?\d+)", path).groups()
+        return cls(int(a), int(b))
+
+
+@dataclass(frozen=True)
+class Representation:
+    """CIFAR-10 as it is ("original") or in the reversed NAD basis ("flipped")."""
+
+    name: str
+    PATTERN: ClassVar[str] = r"original|flipped"
+
+    @property
+    def path(self) -> str:
+        return self.name
+
+    def columns(self) -> dict:
+        return {"representation": self.name}
+
+    def nad_indices(self) -> tuple[int, ...]:
+        return ()
+
+    @classmethod
+    def parse(cls, path: str) -> Representation:
+        return cls(path)
+
+
+# -- the data of one model: a small spec, rebuilt exactly by every job that needs it ------------
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What determines one model's train and test tensors besides the NAD vectors and the
+    CIFAR-10 files (inputs of the job): the study, the cell, the seed, the NADs' shape, the
+    study's data settings and the CIFAR-10 preparation."""
+
+    study: str
+    variant: str  # the variant's path name
+    seed: int
+    shape: Shape  # of the NADs (or of the Fourier directions)
+    settings: tuple[tuple[str, Any], ...]  # the study's data settings, e.g. (("eps", 1.0), ...)
+    cifar: CifarData | None = None
+
+    def get(self, key: str) -> Any:
+        return dict(self.settings)[key]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of a study, drawn per architecture by `nadpipe.plots.<function>`."""
+
+    function: str
+    caption: str  # reStructuredText; {arch} is replaced
+    source: str = "summary"  # "summary": summary.parquet; "arrays": the models' arrays
+
+
+class Study:
+    """The base of every study; subclasses set the class attributes and the data."""
+
+    name: ClassVar[str]
+    settings: ClassVar[type[StudySettings]]
+    variant: ClassVar[type]
+    data_keys: ClassVar[tuple[str, ...]] = ()  # the study block's keys that shape its data
+    classes: ClassVar[int] = 2
+    needs_nads: ClassVar[bool] = True
+    needs_cifar: ClassVar[bool] = False
+    measures: ClassVar[tuple[str, ...]] = ()
+    figures: ClassVar[dict[str, Figure]] = {}
+
+    def variants(self, s: StudySettings) -> list:
+        return [self.variant(k) for k in s.indices]
+
+    def data_settings(self, s: StudySettings, arch: str) -> dict:
+        return {k: getattr(s, k) for k in self.data_keys}
+
+    def input_shape(self, shape: Shape) -> Shape:
+        """The models' input shape from the NADs' shape (C, H, W)."""
+        return shape
+
+    def conditions(self, shape: Shape) -> dict[str, tuple[int, ...]]:
+        """Evaluation conditions: name -> the input channels kept (the others are zeroed)."""
+        return {"all": tuple(range(self.input_shape(shape).c))}
+
+    def stream(self, variant) -> tuple:
+        """The key of a model's random streams (initialisation, batch order, trajectories)
+        besides its architecture and seed."""
+        return (self.name, variant.path)
+
+    def build(self, spec: DataSpec, vectors: torch.Tensor | None) -> Splits:
+        raise NotImplementedError
+
+    def directions(self, spec: DataSpec, vectors: torch.Tensor | None) -> dict:
+        """Input-space directions the study's measures need."""
+        return {}
+
+    def check_shape(self, shape: Shape) -> str | None:
+        """Why the study cannot run on NADs of `shape`, or None."""
+        return None
+
+
+def _zeros(shape: Shape) -> torch.Tensor:
+    import torch
+
+    return torch.zeros(shape)
+
+
+def _sizes(spec: DataSpec) -> dict[str, int]:
+    return {"train": spec.get("n_train"), "test": spec.get("n_test")}
+
+
+def _nad(vectors: torch.Tensor, k: int, shape: Shape) -> torch.Tensor:
+    return vectors[k].reshape(shape)
+
+
+class NadPairs(Study):
+    name = "nad_pairs"
+    settings = PairStudy
+    variant = NadPair
+    data_keys = ("eps1", "eps2", "sigma", "n_train", "n_test")
+    measures = ("geometry",)
+    figures = {
+        "heatmap": Figure(
+            "pair_heatmaps",
+            "Test accuracy of {arch} trained on D(v1) ⊕ D(v2), v1 = NAD i (channel 1, margin "
+            "ε1), v2 = NAD j (channel 2, margin ε2), mean over seeds. Left: both channels (in "
+            "distribution); middle: channel 2 zeroed; right: channel 1 zeroed. A model that "
+            "solves the task but fails on one channel alone relies on the other channel; low "
+            "accuracy on the left means the architecture cannot learn those NAD directions.",
+        ),
+        "reliance": Figure(
+            "reliance_heatmaps",
+            "Channel reliance of {arch} per NAD pair (i, j), mean over seeds: the angle "
+            "atan2(``|∂f/∂b|``, ``|∂f/∂a|``) of the input gradient of f (logit difference) in "
+            "the plane of v1 ⊕ 0 (a) and 0 ⊕ v2 (b), averaged over test points (0° = only "
+            "channel 1's direction, 90° = only channel 2's); and the median distance from a "
+            "test point to the decision boundary along each direction (hatched: more than half "
+            "of the points have no boundary within analysis.margin_max).",
+        ),
+        "complexity": Figure(
+            "complexity_heatmaps",
+            "Complexity of {arch}'s learned predictors per NAD pair (Novak et al., 2018): the "
+            "mean Frobenius norm of the softmax output's input Jacobian at test points (log "
+            "scale), and the mean number of ReLU activation-pattern changes per ReLU unit along "
+            "closed ellipses through two test points of the same class, of different classes, "
+            "and along random ellipses of matching radius.",
+        ),
+        "cross_sections": Figure(
+            "cross_section_grid",
+            "Decision-boundary cross-sections of {arch} (first seed, first stored test point): "
+            "the logit difference f on the plane through the point spanned by v1 ⊕ 0 "
+            "(horizontal, units of ε1) and 0 ⊕ v2 (vertical, units of ε2), one colour scale for "
+            "all panels, the boundary f = 0 in black and the class means at ±(1, 1). A vertical "
+            "boundary means the model uses channel 1 only, a horizontal one channel 2 only.",
+            source="arrays",
+        ),
+    }
+
+    def variants(self, s: PairStudy) -> list[NadPair]:
+        return [NadPair(i, j) for i in s.indices for j in s.indices]
+
+    def input_shape(self, shape: Shape) -> Shape:
+        return Shape(2 * shape.c, shape.h, shape.w)
+
+    def conditions(self, shape: Shape) -> dict[str, tuple[int, ...]]:
+        c = shape.c
+        return {
+            "both": tuple(range(2 * c)),  # in distribution
+            "ch1_only": tuple(range(c)),  # channel 2 zeroed
+            "ch2_only": tuple(range(c, 2 * c)),  # channel 1 zeroed
+        }
+
+    def stream(self, variant: NadPair) -> tuple:
+        return (variant.i, variant.j)
+
+    def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        from .data import pair_splits
+
+        v = NadPair.parse(spec.variant)
+        gen = generator("pair-data", derive_seed("pair", v.i, v.j, spec.seed))
+        return pair_splits(
+            _nad(vectors, v.i, spec.shape),
+            _nad(vectors, v.j, spec.shape),
+            spec.shape,
+            spec.get("eps1"),
+            spec.get("eps2"),
+            spec.get("sigma"),
+            _sizes(spec),
+            gen,
+        )
+
+    def directions(self, spec: DataSpec, vectors: torch.Tensor) -> dict:
+        import torch
+
+        v = NadPair.parse(spec.variant)
+        zero = _zeros(spec.shape)
+        return {
+            "u1": torch.cat([_nad(vectors, v.i, spec.shape), zero]),  # v1 (+) 0
+            "u2": torch.cat([zero, _nad(vectors, v.j, spec.shape)]),  # 0 (+) v2
+            "eps1": spec.get("eps1"),
+            "eps2": spec.get("eps2"),
+        }
+
+
+class SingleDirection(Study):
+    name = "single_direction"
+    settings = SingleDirectionStudy
+    variant = NadIndex
+    data_keys = ("eps", "sigma", "n_train", "n_test")
+    figures = {
+        "accuracy": Figure(
+            "single_direction_figure",
+            "{arch} trained on one D(v), v = NAD k (x = ε·y·v + w, noise σ orthogonal to v): "
+            "test accuracy against the NAD index k, mean over seeds with the range as a band; "
+            "the title gives Spearman's rank correlation between k and accuracy.",
+        )
+    }
+
+    def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        from .data import dv_splits
+
+        v = _nad(vectors, NadIndex.parse(spec.variant).k, spec.shape)
+        gen = generator("direction-data", self.name, spec.variant, spec.seed)
+        return dv_splits(v, spec.shape, spec.get("eps"), spec.get("sigma"), _sizes(spec), gen)
+
+
+class Fourier(Study):
+    name = "fourier"
+    settings = FourierStudy
+    variant = Frequency
+    data_keys = ("eps", "sigma", "n_train", "n_test")
+    needs_nads = False
+    figures = {
+        "accuracy": Figure(
+            "fourier_figure",
+            "{arch} trained on one D(v), v = the real 2-D DFT direction of frequency (a, b) "
+            "(x = ε·y·v + w): mean test accuracy over seeds for each frequency, on the grid "
+            "the config asks for (fourier.layout: grid, a, b = 0…size−1; centered, the zero "
+            "frequency in the middle as the NAD paper draws it).",
+        )
+    }
+
+    def variants(self, s: FourierStudy) -> list[Frequency]:
+        lo = 0 if s.layout == "grid" else -(s.size // 2)
+        axis = range(lo, lo + s.size)
+        return [Frequency(a, b) for a in axis for b in axis]
+
+    def build(self, spec: DataSpec, vectors: None) -> Splits:
+        from .data import dv_splits, fourier_direction
+
+        f = Frequency.parse(spec.variant)
+        v = fourier_direction(f.a, f.b, spec.shape)
+        gen = generator("direction-data", self.name, spec.variant, spec.seed)
+        return dv_splits(v, spec.shape, spec.get("eps"), spec.get("sigma"), _sizes(spec), gen)
+
+
+def _cifar_shape(shape: Shape, channels: tuple[int, ...]) -> str | None:
+    if shape.size != (32, 32) or shape.c not in channels:
+        allowed = " or ".join(f"{c}x32x32" for c in channels)
+        return f"CIFAR-10 studies need NADs of shape {allowed}, not {shape}"
+    return None
+
+
+class CifarNad(Study):
+    name = "cifar_nad"
+    settings = CifarNadStudy
+    variant = NadIndex
+    needs_cifar = True
+    measures = ("cifar_reliance",)
+    figures = {
+        "accuracy": Figure(
+            "cifar_nad_figure",
+            "Binary CIFAR-10 ⊕ D(v) for {arch}: test accuracy against the NAD index k of the "
+            "synthetic channel's direction v, with all channels, with the synthetic channel "
+            "zeroed (CIFAR only) and with the CIFAR channels zeroed (synthetic only); right, "
+            "the angle between the input gradient's component along v and its part on the "
+            "CIFAR channels (0° = uses only v). Lines are means over seeds, bands the range.",
+        )
+    }
+
+    def data_settings(self, s: CifarNadStudy, arch: str) -> dict:
+        return {"eps": s.eps, "sigma": s.sigma_per_arch.get(arch, s.sigma)}
+
+    def input_shape(self, shape: Shape) -> Shape:
+        return Shape(3 + shape.c, 32, 32)
+
+    def conditions(self, shape: Shape) -> dict[str, tuple[int, ...]]:
+        c = 3 + shape.c
+        return {
+            "all": tuple(range(c)),
+            "cifar_only": (0, 1, 2),
+            "synthetic_only": tuple(range(3, c)),
+        }
+
+    def check_shape(self, shape: Shape) -> str | None:
+        return _cifar_shape(shape, (1, 3))
+
+    def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        from . import cifar
+
+        v = _nad(vectors, NadIndex.parse(spec.variant).k, spec.shape)
+        out = {}
+        for split, (x, classes) in cifar.load_splits(spec.cifar).items():
+            y = cifar.binary_labels(classes)
+            key = (split, spec.variant, spec.seed)
+            x = cifar.normalise(x, spec.cifar)
+            out[split] = (cifar.with_synthetic(x, y, v, spec.get("eps"), spec.get("sigma"), key), y)
+        return out
+
+    def directions(self, spec: DataSpec, vectors: torch.Tensor) -> dict:
+        u = _zeros(self.input_shape(spec.shape))
+        u[3:] = _nad(vectors, NadIndex.parse(spec.variant).k, spec.shape)
+        return {"u": u, "block": [0, 1, 2]}
+
+
+class Poison(Study):
+    name = "poison"
+    settings = PoisonStudy
+    variant = Poisoned
+    data_keys = ("eps",)
+    classes = 10
+    needs_cifar = True
+    figures = {
+        "accuracy": Figure(
+            "poison_figure",
+            "NAD poisoning for {arch}: accuracy on the clean CIFAR-10 test set and on the "
+            "poisoned training set against the poisoned NAD index i (each training image "
+            "carries a class code along NADs i and i+1; nadpipe.cifar.carrier). Lines are means "
+            "over seeds, bands the range.",
+        )
+    }
+
+    def input_shape(self, shape: Shape) -> Shape:
+        return Shape(3, 32, 32)
+
+    def check_shape(self, shape: Shape) -> str | None:
+        return _cifar_shape(shape, (1,))
+
+    def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        from . import cifar
+
+        raw = cifar.load_splits(spec.cifar)
+        (x_train, c_train), (x_test, c_test) = raw["train"], raw["test"]
+        i = Poisoned.parse(spec.variant).i
+        poisoned = cifar.poison(x_train, c_train, vectors, i, spec.get("eps"))
+        return {
+            "train": (cifar.normalise(poisoned, spec.cifar), c_train),
+            "test": (cifar.normalise(x_test, spec.cifar), c_test),
+        }
+
+
+class Flip(Study):
+    name = "flip"
+    settings = FlipStudy
+    variant = Representation
+    classes = 10
+    needs_cifar = True
+    figures = {
+        "accuracy": Figure(
+            "flip_figure",
+            "NAD-flipped CIFAR-10 for {arch}: test accuracy when trained on the original images "
+            "and on the images whose coefficients in the NAD basis are reversed (NAD k ↔ NAD "
+            "d−1−k), with the same settings. Bars are means over seeds, dots single seeds.",
+        )
+    }
+
+    def variants(self, s: FlipStudy) -> list[Representation]:
+        return [Representation("original"), Representation("flipped")]
+
+    def input_shape(self, shape: Shape) -> Shape:
+        return Shape(3, 32, 32)
+
+    def check_shape(self, shape: Shape) -> str | None:
+        return _cifar_shape(shape, (1, 3))
+
+    def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        from . import cifar
+
+        raw = cifar.load_splits(spec.cifar)
+        m = cifar.flip_matrix(vectors) if spec.variant == "flipped" else None
+        return {
+            split: (
+                cifar.normalise(x, spec.cifar)
+                if m is None
+                else cifar.flip_images(cifar.normalise(x, spec.cifar), m),
+                c,
+            )
+            for split, (x, c) in raw.items()
+        }
+
+
+REGISTRY: dict[str, Study] = {
+    s.name: s for s in (NadPairs(), CifarNad(), Poison(), Flip(), SingleDirection(), Fourier())
+}
+VARIANT_PATTERN = "|".join(sorted({s.variant.PATTERN for s in REGISTRY.values()}))

@@ -1,65 +1,50 @@
-"""Training: SGD with momentum, a triangular one-cycle learning rate, cross-entropy.
+"""Training: one loop for one model or a seed ensemble (several models of one architecture, each
+with its own initialisation, data and batch order, stacked with torch.func and trained as one).
 
-Data live as one tensor on the device and batches are random-permutation slices (no
-DataLoader). The permutation is drawn on the CPU from a seeded generator, so the same seed gives
-the same numbers on CPU.
+SGD with momentum and weight decay, cross-entropy, optional gradient-norm clipping (per member),
+and a per-step learning rate through torch.optim.lr_scheduler (its state is checkpointed with
+the optimizer): "triangular" 0 -> lr_max -> 0 (underspecification paper) or "linear_decay"
+lr_max -> 0 (NAD paper's code), each evaluated at the end of the step as those codes do.
+Data live as tensors on the device and batches are slices of a permutation drawn on the CPU from
+a seeded generator, so the same seeds give the same numbers on CPU. An ensemble equals separate
+training up to floating-point tolerance: SGD acts element-wise, so one optimizer over stacked
+parameters is the members' optimizers side by side.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
-import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
+from torch.func import functional_call, stack_module_state, vmap
 
-from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    epochs: int = 50  # paper: 50 for MLP and LeNet, 30 for ResNet-18
-    lr_max: float = 0.2  # peak of the triangular schedule (paper: 0.2 MLP/LeNet, 0.1 ResNet-18)
-    momentum: float = 0.9
-    weight_decay: float = 0.0  # paper: 0 for MLP/LeNet, 1e-5 for ResNet-18
-    batch_size: int = 128
-    grad_clip: float | None = 0.5  # max gradient norm per step, as the NAD code does; None: off
-    bf16: bool = False  # bf16 autocast for forward and loss, on CUDA only
-    channels_last: bool = False  # channels-last memory format, on CUDA only
-    compile: bool = False  # torch.compile the model (pays off only for long runs)
-    fail_on_divergence: bool = False  # raise on a NaN/inf loss instead of recording it
+from .io import ArtifactError, derive_seed, generator, load_torch, progress_bar, save_torch, say
+from .settings import TrainSettings
 
 
 class TrainingDiverged(RuntimeError):
     """The training loss became NaN or inf and `fail_on_divergence` is set."""
 
 
-def diverged_epoch(history: list[dict]) -> int | None:
-    """The first epoch whose mean loss is not finite, or None."""
-    return next((r["epoch"] for r in history if not math.isfinite(r["loss"])), None)
+def lr_factor(schedule: str, total: int) -> Callable[[int], float]:
+    """The multiplier of lr_max used in step s (0-based) of `total`, evaluated at the end of
+    the step, with t = (s + 1) / total: triangular 2t up to t = 1/2, then 2(1 - t);
+    linear_decay 1 - t."""
 
+    def triangular(s: int) -> float:
+        t = (s + 1) / total
+        return 2 * t if t <= 0.5 else 2 * (1 - t)
 
-def check_divergence(history: list[dict], settings: TrainSettings, prefix: str = "") -> bool:
-    """True when the last epoch diverged (then training stops); raise if that is to fail."""
-    if math.isfinite(history[-1]["loss"]):
-        return False
-    msg = f"{prefix}training diverged: loss {history[-1]['loss']} in epoch {history[-1]['epoch']}"
-    if settings.fail_on_divergence:
-        raise TrainingDiverged(msg + " (train.fail_on_divergence is set)")
-    print(msg + "; stopping this training and recording it", flush=True)
-    return True
+    def linear_decay(s: int) -> float:
+        return 1 - (s + 1) / total
 
-
-def triangular_lr(step: int, total_steps: int, lr_max: float) -> float:
-    """Learning rate after `step` (0-based) of `total_steps`: 0 -> lr_max over the first half,
-    back to 0 over the second, evaluated at the end of the step as the reference code does."""
-    t = (step + 1) / total_steps
-    return lr_max * (2 * t if t <= 0.5 else 2 * (1 - t))
+    return {"triangular": triangular, "linear_decay": linear_decay}[schedule]
 
 
 def total_steps(n: int, settings: TrainSettings) -> int:
@@ -67,142 +52,287 @@ def total_steps(n: int, settings: TrainSettings) -> int:
     return settings.epochs * -(-n // settings.batch_size)
 
 
-def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
-    for group in opt.param_groups:
-        group["lr"] = lr
+def diverged_epoch(history: list[dict]) -> int | None:
+    """The first epoch whose mean loss is not finite, or None."""
+    return next((r["epoch"] for r in history if not math.isfinite(r["loss"])), None)
 
 
-def epoch_record(
-    epoch: int, loss_sum: float, correct: int, n: int, lr: float, start: float
-) -> dict:
-    """The per-epoch history row: 1-based epoch, mean loss, train accuracy, last lr, seconds."""
-    return {
-        "epoch": epoch + 1,
-        "loss": loss_sum / n,
-        "train_accuracy": correct / n,
-        "lr_end": lr,
-        "seconds": time.perf_counter() - start,
-    }
-
-
-def epoch_bar(done: int, settings: TrainSettings, progress: bool, desc: str = "train") -> tqdm:
-    """A tqdm bar over the remaining epochs (it starts at `done` after a resume)."""
-    epochs = range(done, settings.epochs)
-    return tqdm(epochs, desc, settings.epochs, initial=done, disable=not progress, file=sys.stderr)
-
-
-def log_epoch(
-    row: dict, settings: TrainSettings, bar: tqdm | None = None, prefix: str = ""
-) -> None:
-    """One plain line per epoch (readable in a log file), and the bar's loss and accuracy."""
-    tqdm.write(
-        f"{prefix}epoch {row['epoch']}/{settings.epochs} loss {row['loss']:.4f} "
-        f"acc {row['train_accuracy']:.4f} lr {row['lr_end']:.4f} ({row['seconds']:.2f}s)",
-        file=sys.stderr,
-    )
-    if bar is not None:
-        bar.set_postfix(
-            loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}", refresh=False
-        )
-
-
-def load_checkpoint(path: str | None, settings: TrainSettings, seed: object) -> dict | None:
-    """The checkpoint at `path` if it belongs to this training (same settings and seed)."""
-    if not path or not os.path.exists(path):
-        return None
-    try:
-        state = load_torch(path)
-    except ArtifactError as e:  # written atomically, but a disk can still fail
-        print(f"ignoring unreadable checkpoint: {e}", flush=True)
-        return None
-    if state.get("settings") != asdict(settings) or state.get("seed") != seed:
-        print(f"ignoring checkpoint {path}: written for other settings or seeds", flush=True)
-        return None
-    print(f"resuming from {path} after epoch {state['done']}", flush=True)
-    return state
-
-
-def train_model(
-    net: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    settings: TrainSettings,
-    seed: int,
-    progress: bool = True,
-    checkpoint: str | None = None,
-) -> list[dict]:
-    """Train `net` in place on `x` (n, c, h, w), `y` (n,) int64 (both on the net's device).
-
-    Returns one dict per epoch: epoch, loss (mean over samples), train accuracy, lr, seconds.
-    With `checkpoint`, the state after every epoch is written there atomically, and a run that
-    finds it resumes from it: the result equals an uninterrupted run exactly on CPU.
-    """
-    cuda = x.device.type == "cuda"
-    if cuda and settings.channels_last:
-        net = net.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-    model = torch.compile(net) if settings.compile else net
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda and settings.bf16)
-    n = len(x)
-    total = total_steps(n, settings)
-    opt = torch.optim.SGD(
-        net.parameters(), lr=0.0, momentum=settings.momentum, weight_decay=settings.weight_decay
-    )
-    order = generator("batch-order", seed)
-    history: list[dict] = []
-    step = 0
-    state = load_checkpoint(checkpoint, settings, seed)
-    if state is not None:
-        net.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        order.set_state(state["order"])
-        torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
-        history, step = state["history"], state["step"]
-    bar = epoch_bar(len(history), settings, progress)
-    for epoch in bar:
-        start = time.perf_counter()
-        net.train()
-        loss_sum = torch.zeros((), device=x.device)
-        correct = torch.zeros((), device=x.device, dtype=torch.long)
-        for idx in torch.randperm(n, generator=order).to(x.device).split(settings.batch_size):
-            lr = triangular_lr(step, total, settings.lr_max)
-            set_lr(opt, lr)
-            with autocast:
-                out = model(x[idx])
-                loss = F.cross_entropy(out, y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if settings.grad_clip is not None:
-                nn.utils.clip_grad_norm_(net.parameters(), settings.grad_clip, foreach=True)
-            opt.step()
-            # accumulate on the device: no host sync inside the step
-            loss_sum += loss.detach() * len(idx)
-            correct += (out.detach().argmax(1) == y[idx]).sum()
-            step += 1
-        row = epoch_record(epoch, loss_sum.item(), correct.item(), n, lr, start)
-        history.append(row)
-        if progress:
-            log_epoch(row, settings, bar)
-        if check_divergence(history, settings):  # once per epoch: no sync inside the steps
-            break
-        if checkpoint:
-            save_torch(
-                {
-                    "model": net.state_dict(),
-                    "optimizer": opt.state_dict(),
-                    "order": order.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "history": history,
-                    "step": step,
-                    "done": epoch + 1,
-                    "settings": asdict(settings),
-                    "seed": seed,
-                },
-                checkpoint,
-            )
-    return history
+def can_stack(net: nn.Module) -> bool:
+    """Whether `net` can be trained inside vmap (no in-place running statistics)."""
+    return not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
 
 
 def init_seed(seed: int, *key: object) -> None:
     """Seed torch's global generator before building a model, so its initialisation is fixed."""
     torch.manual_seed(derive_seed("init", seed, *key))
+
+
+# -- the models being trained ---------------------------------------------------------------
+
+
+class _One:
+    """One model, trained as a plain module (its own forward, autocast, compile, clipping)."""
+
+    def __init__(self, net: nn.Module, settings: TrainSettings, device: torch.device):
+        cuda = device.type == "cuda"
+        if cuda and settings.channels_last:
+            net = net.to(memory_format=torch.channels_last)
+        self.nets = [net]
+        self.model = torch.compile(net) if settings.compile else net
+        self.autocast = torch.autocast("cuda", torch.bfloat16, enabled=cuda and settings.bf16)
+        self.channels_last = cuda and settings.channels_last
+        self.params = list(net.parameters())
+
+    def prepare(self, xs: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            return xs[0].contiguous(memory_format=torch.channels_last)[None]
+        return xs
+
+    def loss(self, xs, ys, idx) -> tuple[torch.Tensor, torch.Tensor]:
+        """(1,) loss and (1, batch, classes) outputs of the batch `idx` (1, batch)."""
+        with self.autocast:
+            out = self.model(xs[0][idx[0]])
+            loss = F.cross_entropy(out, ys[0][idx[0]])
+        return loss[None], out[None]
+
+    def backward(self, loss: torch.Tensor, clip: float | None) -> None:
+        for p in self.params:
+            p.grad = None
+        loss.sum().backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(self.params, clip, foreach=True)
+
+    def state(self) -> dict:
+        return {"model": self.nets[0].state_dict()}
+
+    def load(self, state: dict) -> None:
+        self.nets[0].load_state_dict(state["model"])
+
+    def finish(self) -> None:
+        pass
+
+
+class _Stacked:
+    """Several models of one architecture as stacked parameters, evaluated with vmap."""
+
+    def __init__(self, nets: list[nn.Module]):
+        self.nets = nets
+        for net in nets:
+            net.train()
+        self.stacked, self.buffers = stack_module_state(nets)  # name -> (members, ...)
+        self.params = list(self.stacked.values())
+        base = copy.deepcopy(nets[0]).to("meta")
+
+        def member(p, b, x, y):
+            out = functional_call(base, (p, b), (x,))
+            return F.cross_entropy(out, y), out
+
+        self.batched = vmap(member)
+        self.rows = torch.arange(len(nets), device=self.params[0].device)[:, None]
+
+    def prepare(self, xs: torch.Tensor) -> torch.Tensor:
+        return xs
+
+    def loss(self, xs, ys, idx):
+        """(members,) losses and (members, batch, classes) outputs of the batches `idx`."""
+        return self.batched(self.stacked, self.buffers, xs[self.rows, idx], ys[self.rows, idx])
+
+    def backward(self, loss: torch.Tensor, clip: float | None) -> None:
+        grads = torch.autograd.grad(loss.sum(), self.params)
+        if clip is not None:  # clip_grad_norm_ of each member, as torch computes it
+            sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (members,)
+            coef = (clip / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+            for g in grads:
+                g.mul_(coef.reshape(-1, *[1] * (g.dim() - 1)))
+        for p, g in zip(self.params, grads, strict=True):
+            p.grad = g
+
+    def state(self) -> dict:
+        return {
+            "params": {k: v.detach() for k, v in self.stacked.items()},
+            "buffers": dict(self.buffers),
+        }
+
+    def load(self, state: dict) -> None:
+        with torch.no_grad():
+            for name, p in self.stacked.items():
+                p.copy_(state["params"][name])
+            for name, b in self.buffers.items():
+                b.copy_(state["buffers"][name])
+
+    def finish(self) -> None:
+        """Write the trained members back into their modules."""
+        with torch.no_grad():
+            for k, net in enumerate(self.nets):
+                for name, p in net.named_parameters():
+                    p.copy_(self.stacked[name][k])
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+
+
+def _differences(found: dict, expected: dict) -> str:
+    keys = sorted(set(found) | set(expected))
+    return ", ".join(k for k in keys if found.get(k) != expected.get(k))
+
+
+def load_checkpoint(path: str | None, fingerprint: dict) -> dict | None:
+    """The checkpoint at `path` if everything the result depends on is what it was written for
+    (`fingerprint`: data, model, training settings, seeds, library); otherwise None, with one
+    line saying why it is discarded."""
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        state = load_torch(path)
+    except ArtifactError as e:  # written atomically, but a disk can still fail
+        say(f"discarding unreadable checkpoint {path} ({e}); training from scratch")
+        return None
+    found = state.get("fingerprint") if isinstance(state, dict) else None
+    if found != fingerprint:
+        why = _differences(found or {}, fingerprint) or "another format"
+        say(f"discarding checkpoint {path}: written for other {why}; training from scratch")
+        return None
+    say(f"resuming from {path} after epoch {state['done']}")
+    return state
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+def train(
+    nets: list[nn.Module],
+    xs: torch.Tensor,
+    ys: torch.Tensor,
+    settings: TrainSettings,
+    orders: list[int],
+    checkpoint: str | None = None,
+    fingerprint: dict | None = None,
+    progress: bool = True,
+) -> list[list[dict]]:
+    """Train `nets` in place, member m on `xs[m]` (n, C, H, W) and `ys[m]` (n,) int64 (on the
+    nets' device), its batch order seeded by `orders[m]`. Returns each member's history, one
+    dict per epoch (epoch, mean loss, train accuracy, last learning rate, seconds).
+
+    Several stackable models (no batch norm) train as one batched model; models with batch norm
+    train one after another. With `checkpoint`, the state after every epoch is written there
+    atomically, and a run that finds a checkpoint with the same `fingerprint` resumes from it:
+    the result equals an uninterrupted run exactly on CPU.
+    """
+    if len(nets) > 1 and not can_stack(nets[0]):
+        return [
+            train(
+                [net],
+                x[None],
+                y[None],
+                settings,
+                [o],
+                checkpoint and f"{checkpoint}.{k}",
+                fingerprint and {**fingerprint, "member": k},
+                progress,
+            )[0]
+            for k, (net, x, y, o) in enumerate(zip(nets, xs, ys, orders, strict=True))
+        ]
+    m, n = len(nets), xs.shape[1]
+    device = xs.device
+    members = _One(nets[0], settings, device) if m == 1 else _Stacked(nets)
+    xs = members.prepare(xs)
+    opt = torch.optim.SGD(
+        members.params,
+        lr=settings.lr_max,
+        momentum=settings.momentum,
+        weight_decay=settings.weight_decay,
+    )
+    total = total_steps(n, settings)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(settings.lr_schedule, total))
+    gens = [generator("batch-order", o) for o in orders]
+    histories: list[list[dict]] = [[] for _ in range(m)]
+    diverged = [False] * m
+    done = 0
+    fingerprint = fingerprint or {}
+    state = load_checkpoint(checkpoint, fingerprint)
+    if state is not None:
+        members.load(state["members"])
+        opt.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        for g, s in zip(gens, state["orders"], strict=True):
+            g.set_state(s)
+        torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
+        histories, diverged, done = state["histories"], state["diverged"], state["done"]
+    tag = "train" if m == 1 else f"train {m} seeds"
+    bar = progress_bar(settings.epochs, tag, unit="epoch", enabled=progress)
+    if done:
+        bar.update(done)
+    rows = torch.arange(m, device=device)[:, None]
+    for epoch in range(done, settings.epochs):
+        for net in nets:
+            net.train()
+        start = time.perf_counter()
+        loss_sum = torch.zeros(m, device=device)
+        correct = torch.zeros(m, device=device, dtype=torch.long)
+        perms = torch.stack([torch.randperm(n, generator=g) for g in gens]).to(device)
+        for idx in perms.split(settings.batch_size, dim=1):  # (members, batch)
+            lr = opt.param_groups[0]["lr"]
+            loss, out = members.loss(xs, ys, idx)
+            members.backward(loss, settings.grad_clip)
+            opt.step()
+            schedule.step()
+            # accumulate on the device: no host sync inside the steps
+            loss_sum += loss.detach() * idx.shape[1]
+            correct += (out.detach().argmax(-1) == ys[rows, idx]).sum(1)
+        for k in range(m):
+            if diverged[k]:
+                continue  # a diverged member's record stops where separate training would
+            row = {
+                "epoch": epoch + 1,
+                "loss": loss_sum[k].item() / n,
+                "train_accuracy": correct[k].item() / n,
+                "lr_end": lr,
+                "seconds": time.perf_counter() - start,
+            }
+            histories[k].append(row)
+            who = "" if m == 1 else f"seed {k}: "
+            if progress:
+                say(
+                    f"{who}epoch {row['epoch']}/{settings.epochs} loss {row['loss']:.4f} "
+                    f"acc {row['train_accuracy']:.4f} lr {lr:.4f} ({row['seconds']:.2f}s)"
+                )
+            if not math.isfinite(row["loss"]):
+                msg = f"{who}training diverged: loss {row['loss']} in epoch {row['epoch']}"
+                if settings.fail_on_divergence:
+                    raise TrainingDiverged(msg + " (train.fail_on_divergence is set)")
+                say(msg + "; stopping this training and recording it")
+                diverged[k] = True
+        bar.update(1)
+        if all(diverged):
+            break
+        if checkpoint:
+            save_torch(
+                {
+                    "fingerprint": fingerprint,
+                    "members": members.state(),
+                    "optimizer": opt.state_dict(),
+                    "schedule": schedule.state_dict(),
+                    "orders": [g.get_state() for g in gens],
+                    "torch_rng": torch.get_rng_state(),
+                    "histories": histories,
+                    "diverged": diverged,
+                    "done": epoch + 1,
+                },
+                checkpoint,
+            )
+    bar.close()
+    members.finish()
+    return histories
+
+
+def train_one(
+    net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    settings: TrainSettings,
+    seed: int,
+    progress: bool = False,
+    checkpoint: str | None = None,
+) -> list[dict]:
+    """Train one model on `x` (n, C, H, W), `y` (n,) with batch order seeded by `seed`."""
+    return train([net], x[None], y[None], settings, [seed], checkpoint, None, progress)[0]

@@ -1,16 +1,41 @@
-rule aggregate_pairs:
+# Small text outputs for the report run where Snakemake runs (not as cluster jobs).
+localrules:
+    report_summary,
+    resolved_config,
+    report_landing,
+
+
+rule aggregate:
     input:
-        evaluations=pair_results,
-        analyses=pair_analyses,
+        evaluations_of,
     output:
-        summary=f"{PAIR}/summary.parquet",
-        runs=f"{PAIR}/runs.parquet",
+        summary="results/{study}/summary.parquet",
+        runs="results/{study}/runs.parquet",
     log:
-        "logs/nad_pairs/aggregate.log",
+        "logs/{study}/aggregate.log",
     conda:
         CONDA_ENV
     script:
         "../scripts/aggregate.py"
+
+
+rule report_summary:
+    input:
+        "results/{study}/summary.parquet",
+    output:
+        report(
+            "results/report/summary_{study}.html",
+            caption="../report/summary_table.rst",
+            category="{study}",
+            subcategory="summary",
+            labels={"architecture": "all", "figure": "summary table"},
+        ),
+    log:
+        "logs/{study}/report_summary.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/report_summary.py"
 
 
 rule resolved_config:
@@ -19,12 +44,29 @@ rule resolved_config:
             "results/config.yaml",
             caption="../report/config.rst",
             category="Configuration",
+            labels={"architecture": "all", "figure": "config"},
         ),
     log:
         "logs/config.log",
     conda:
         CONDA_ENV
     params:
-        config=CFG,
+        config=CFG.resolved(),
     script:
         "../scripts/resolved_config.py"
+
+
+rule report_landing:
+    input:
+        summaries=expand("results/{study}/summary.parquet", study=CFG.enabled()),
+        nads=expand("results/nads/{arch}.json", arch=PLAN.nad_architectures()),
+    output:
+        "results/report/landing.rst",
+    log:
+        "logs/report_landing.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=CFG.resolved(),
+    script:
+        "../scripts/report_landing.py"

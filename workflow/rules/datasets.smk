@@ -1,15 +1,15 @@
-rule pair_dataset:
-    input:
-        nads=nads_of,
-    output:
-        f"{PAIR}/datasets/{CELL}.pt",
-    log:
-        f"logs/nad_pairs/datasets/{CELL}.log",
-    conda:
-        CONDA_ENV
-    params:
-        nad_source=lambda w: nc.nad_source(CFG, w.arch),
-        data=lambda w: nc.pair_data(CFG),
-        nad_params=lambda w: nc.nad_params(CFG, nc.nad_source(CFG, w.arch)),
-    script:
-        "../scripts/pair_dataset.py"
+# The data of every study are built by the jobs that need them, from small specs (nadpipe.grid)
+# and the NADs; only CIFAR-10 comes from outside, downloaded here when cifar10.download is on.
+if CFG.cifar10.download:
+
+    rule cifar10_download:
+        output:
+            PLAN.cifar_files("cifar_nad"),
+        log:
+            "logs/cifar10_download.log",
+        conda:
+            CONDA_ENV
+        params:
+            root=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+        script:
+            "../scripts/cifar10_download.py"

@@ -1,41 +1,20 @@
-rule evaluate_pair:
+rule evaluate:
     input:
-        dataset=f"{PAIR}/datasets/{CELL}.pt",
-        model=f"{PAIR}/models/{CELL}.pt",
-        metrics=f"{PAIR}/models/{CELL}.json",
+        nads=nads_of,
+        cifar=cifar_of,
+        model="results/{study}/models/{arch}/{variant}_s{seed}.pt",
+        record="results/{study}/models/{arch}/{variant}_s{seed}.json",
     output:
-        f"{PAIR}/eval/{CELL}.parquet",
+        table="results/{study}/eval/{arch}/{variant}_s{seed}.parquet",
+        arrays="results/{study}/eval/{arch}/{variant}_s{seed}.npz",
     log:
-        f"logs/nad_pairs/evaluate/{CELL}.log",
+        "logs/{study}/evaluate/{arch}/{variant}_s{seed}.log",
     conda:
         CONDA_ENV
     threads: 1
     resources:
         gpu=1,
     params:
-        batch_size=CFG["nad_pairs"]["eval_batch_size"],
+        job=lambda w: plain(PLAN.eval_job(w.study, w.arch, w.variant, int(w.seed))),
     script:
-        "../scripts/evaluate_pair.py"
-
-
-rule analyze_pair:
-    input:
-        dataset=f"{PAIR}/datasets/{CELL}.pt",
-        model=f"{PAIR}/models/{CELL}.pt",
-        metrics=f"{PAIR}/models/{CELL}.json",
-    output:
-        table=f"{PAIR}/analysis/{CELL}.parquet",
-        sections=f"{PAIR}/sections/{CELL}.npz",
-    log:
-        f"logs/nad_pairs/analysis/{CELL}.log",
-    benchmark:
-        f"benchmarks/nad_pairs/analysis/{CELL}.tsv"
-    conda:
-        CONDA_ENV
-    threads: 1
-    resources:
-        gpu=1,
-    params:
-        settings=CFG["analysis"],
-    script:
-        "../scripts/analyze_pair.py"
+        "../scripts/evaluate.py"

@@ -1,6 +1,8 @@
 rule nads:
     output:
-        "results/nads/{arch}.pt",
+        artifact="results/nads/{arch}.pt",
+        npy="results/nads/{arch}.npy",
+        summary="results/nads/{arch}.json",
     log:
         "logs/nads/{arch}.log",
     benchmark:
@@ -11,6 +13,50 @@ rule nads:
     resources:
         gpu=1,
     params:
-        job=lambda w: nc.nad_params(CFG, w.arch),
+        job=lambda w: plain(PLAN.nad_job(w.arch)),
     script:
         "../scripts/nads.py"
+
+
+rule plot_nads:
+    input:
+        "results/nads/{arch}.pt",
+    output:
+        report(
+            "results/nads/plots/nads_{arch}.png",
+            caption="../report/nads.rst",
+            category="NADs",
+            subcategory="per architecture",
+            labels={"architecture": "{arch}", "figure": "NADs"},
+        ),
+    log:
+        "logs/nads/plots/nads_{arch}.log",
+    conda:
+        CONDA_ENV
+    params:
+        min_overlap=lambda w: CFG.nad_config(w.arch).min_overlap_top10,
+    script:
+        "../scripts/plot_nads.py"
+
+
+rule signatures:
+    input:
+        expand("results/nads/{arch}.npy", arch=PLAN.nad_architectures()),
+    output:
+        table="results/signatures/overlaps.parquet",
+        figure=report(
+            "results/signatures/signatures.png",
+            caption="../report/signatures.rst",
+            category="NADs",
+            subcategory="signatures",
+            labels={"architecture": "all", "figure": "signatures"},
+        ),
+    log:
+        "logs/signatures.log",
+    conda:
+        CONDA_ENV
+    params:
+        archs=PLAN.nad_architectures(),
+        shapes=lambda w: [CFG.nad_shape(a) for a in PLAN.nad_architectures()],
+    script:
+        "../scripts/signatures.py"

@@ -1,47 +1,56 @@
-if CFG["nad_pairs"]["group_seeds"]:
+# One model per (study, arch, variant, seed); a study with group_seeds trains all seeds of a
+# cell in one job (one batched ensemble) and has its own rule below.
+rule train:
+    input:
+        nads=nads_of,
+        cifar=cifar_of,
+    output:
+        model=["results/{study}/models/{arch}/{variant}_s{seed}.pt"],
+        record=["results/{study}/models/{arch}/{variant}_s{seed}.json"],
+    log:
+        "logs/{study}/train/{arch}/{variant}_s{seed}.log",
+    wildcard_constraints:
+        study="|".join(s for s in REGISTRY if s not in PLAN.grouped()) or "(?!)",
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        gpu=1,
+    params:
+        job=lambda w: plain(PLAN.train_job(w.study, w.arch, w.variant, (int(w.seed),))),
+    script:
+        "../scripts/train.py"
 
-    # One job per cell trains all its seeds as one batched ensemble (one start-up, one
-    # vectorised model); adding a seed retrains the cell's other seeds too.
-    rule train_pair_seeds:
+
+for grouped in PLAN.grouped():
+
+    rule:
+        name:
+            f"train_{grouped}_seeds"
         input:
-            datasets=seed_files("datasets", "pt"),
+            nads=lambda w, s=grouped: PLAN.nad_files(s, w.arch),
+            cifar=PLAN.cifar_files(grouped),
         output:
-            models=seed_files("models", "pt"),
-            metrics=seed_files("models", "json"),
+            model=expand(
+                f"results/{grouped}/models/{{arch}}/{{variant}}_s{{seed}}.pt",
+                seed=CFG.studies[grouped].seeds,
+                allow_missing=True,
+            ),
+            record=expand(
+                f"results/{grouped}/models/{{arch}}/{{variant}}_s{{seed}}.json",
+                seed=CFG.studies[grouped].seeds,
+                allow_missing=True,
+            ),
         log:
-            f"logs/nad_pairs/train/{CELL_SEEDS}.log",
-        benchmark:
-            f"benchmarks/nad_pairs/train/{CELL_SEEDS}.tsv"
+            f"logs/{grouped}/train/{{arch}}/{{variant}}_seeds.log",
         conda:
             CONDA_ENV
         threads: 1
         resources:
             gpu=1,
         params:
-            spec=lambda w: nc.model_spec(CFG, w.arch),
-            train=lambda w: nc.train_params(CFG, "nad_pairs", w.arch),
+            job=lambda w, s=grouped: plain(
+                PLAN.train_job(s, w.arch, w.variant, CFG.studies[s].seeds)
+            ),
         script:
-            "../scripts/train_pair.py"
-
-else:
-
-    rule train_pair:
-        input:
-            datasets=[f"{PAIR}/datasets/{CELL}.pt"],
-        output:
-            models=[f"{PAIR}/models/{CELL}.pt"],
-            metrics=[f"{PAIR}/models/{CELL}.json"],
-        log:
-            f"logs/nad_pairs/train/{CELL}.log",
-        benchmark:
-            f"benchmarks/nad_pairs/train/{CELL}.tsv"
-        conda:
-            CONDA_ENV
-        threads: 1
-        resources:
-            gpu=1,
-        params:
-            spec=lambda w: nc.model_spec(CFG, w.arch),
-            train=lambda w: nc.train_params(CFG, "nad_pairs", w.arch),
-        script:
-            "../scripts/train_pair.py"
+            "../scripts/train.py"

@@ -1,11 +1,14 @@
-"""Concatenate per-cell results into the study's summary parquet (and its timings)."""
+"""One table of a study's evaluations, and one of its models' timings."""
 
-from nadpipe.io import job_log
-from nadpipe.jobs import aggregate_job
+from nadpipe import worker
+from nadpipe.io import say
 
 sm = snakemake
-with job_log(sm.log[0]):
-    summary = aggregate_job(
-        list(sm.input.evaluations), list(sm.input.analyses), sm.output.summary, sm.output.runs
-    )
-print(summary)
+summary = worker.run(
+    "nadpipe.jobs:aggregate_job",
+    list(sm.input),
+    sm.output.summary,
+    sm.output.runs,
+    log=sm.log[0],
+)
+say(summary)

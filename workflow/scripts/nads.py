@@ -1,8 +1,9 @@
-"""NADs of one architecture."""
+"""NADs of one architecture (computed, or read from architectures.NAME.nads_file)."""
 
-from nadpipe.io import job_log
+from nadpipe.io import job_log, say
 from nadpipe.jobs import nads_job
 
-with job_log(snakemake.log[0], snakemake.threads, gpu=snakemake.resources.gpu):
-    summary = nads_job(snakemake.output[0], **snakemake.params.job)
-print(summary)
+sm = snakemake
+with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
+    summary = nads_job(sm.params.job, sm.output.artifact, sm.output.npy, sm.output.summary)
+say(summary)

@@ -1,11 +1,15 @@
 """The NAD figure of one architecture, and a warning when its NADs are not converged."""
 
-from nadpipe.io import job_log, load_torch
-from nadpipe.plots import nad_figure
+from nadpipe import worker
+from nadpipe.io import say
 
 sm = snakemake
-with job_log(sm.log[0]):
-    verdict = nad_figure(
-        load_torch(sm.input[0]), sm.wildcards.arch, sm.output[0], sm.params.min_overlap
-    )
-print(verdict)
+verdict = worker.run(
+    "nadpipe.plots:nad_figure_job",
+    sm.input[0],
+    sm.wildcards.arch,
+    sm.output[0],
+    sm.params.min_overlap,
+    log=sm.log[0],
+)
+say(verdict)

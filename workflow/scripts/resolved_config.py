@@ -2,8 +2,7 @@
 
 import yaml
 
-from nadpipe.io import atomic_write, job_log
+from nadpipe.io import job_log, save_text
 
 with job_log(snakemake.log[0]):
-    text = yaml.safe_dump(dict(snakemake.params.config), sort_keys=False)
-    atomic_write(snakemake.output[0], lambda tmp: open(tmp, "w").write(text))
+    save_text(yaml.safe_dump(snakemake.params.config, sort_keys=False), snakemake.output[0])

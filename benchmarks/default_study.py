@@ -1,0 +1,72 @@
+"""The default study's wall time against another checkout's, side by side in one run.
+
+    python benchmarks/default_study.py --vs /path/to/other/checkout     # e.g. an older main
+    python benchmarks/default_study.py                                  # this checkout alone
+
+Runs `snakemake --cores all` on each checkout's config.yaml in a fresh directory (each with its
+own library first on the import path), one after the other, and prints each wall time, the
+ratio, and how their results/nad_pairs/summary.parquet compare (the columns both have).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parents[1]
+KEY = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
+
+
+def run(checkout: Path, cores: str) -> tuple[float, pd.DataFrame]:
+    work = Path(tempfile.mkdtemp(prefix="nadpipe-default-"))
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(checkout / "Snakefile"), "-d", str(work),
+           "--configfile", str(checkout / "config.yaml"), "--cores", cores]  # fmt: skip
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    return seconds, pd.read_parquet(work / "results/nad_pairs/summary.parquet")
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    a, b = a.set_index(KEY).sort_index(), b.set_index(KEY).sort_index()
+    if not a.index.equals(b.index):
+        return "the two summaries have different rows"
+    lines = []
+    for col in sorted(set(a.columns) & set(b.columns)):
+        x, y = a[col].to_numpy(), b[col].to_numpy()
+        if x.dtype.kind in "fi" and y.dtype.kind in "fi":
+            same = np.array_equal(x.astype(float), y.astype(float), equal_nan=True)
+            if not same:
+                finite = np.isfinite(x.astype(float)) & np.isfinite(y.astype(float))
+                diff = np.abs(x[finite] - y[finite]).max() if finite.any() else float("nan")
+                lines.append(f"  {col}: {int((x != y).sum())} rows differ (max |diff| {diff:.3g})")
+        elif not (x == y).all():
+            lines.append(f"  {col}: {int((x != y).sum())} rows differ")
+    return "identical in every shared column" if not lines else "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vs", type=Path, help="another checkout to time side by side")
+    ap.add_argument("--cores", default="all")
+    args = ap.parse_args()
+    mine, df = run(HERE, args.cores)
+    print(f"this checkout ({HERE}): {mine:.1f} s")
+    if args.vs:
+        other, df_other = run(args.vs.resolve(), args.cores)
+        print(f"other checkout ({args.vs}): {other:.1f} s")
+        print(f"ratio this / other: {mine / other:.2f}")
+        print(f"summary.parquet: {compare(df, df_other)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""The grid: every job of the DAG as a typed value built from the config.
+
+    nads -> train (study x arch x variant x seed) -> evaluate -> aggregate -> plot
+
+Rules pass these values whole as params (Snakemake compares their repr and reruns a job when
+they change), so each job's spec holds exactly what its outputs depend on: changing evaluation
+or analysis settings never retrains, adding a seed or a NAD index plans only the new cells.
+Loading the plan needs no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import product
+
+from .config import Config
+from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
+from .studies import REGISTRY, DataSpec
+
+NAD = "results/nads/{arch}"
+MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
+EVAL = "results/{study}/eval/{arch}/{variant}_s{seed}"
+SUMMARY = "results/{study}/summary.parquet"
+RUNS = "results/{study}/runs.parquet"
+FIGURE = "results/{study}/plots/{figure}_{arch}.png"
+NAD_FIGURE = "results/nads/plots/nads_{arch}.png"
+SIGNATURES = "results/signatures/overlaps.parquet"
+SIGNATURE_FIGURE = "results/signatures/signatures.png"
+CONFIG = "results/config.yaml"
+LANDING = "results/report/landing.rst"
+SUMMARY_TABLE = "results/report/summary_{study}.html"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One trained model: (study, arch, variant path, seed)."""
+
+    study: str
+    arch: str
+    variant: str
+    seed: int
+
+    def path(self, template: str) -> str:
+        return template.format(
+            study=self.study, arch=self.arch, variant=self.variant, seed=self.seed
+        )
+
+
+@dataclass(frozen=True)
+class NadJob:
+    """What an architecture's NADs are: computed from its model, or read from a file."""
+
+    arch: str
+    model: ModelSpec  # the single-logit network on the NAD shape
+    settings: NadSettings
+    file: str | None = None  # architectures.NAME.nads_file
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """The training of one cell's seeds (several: one batched seed ensemble)."""
+
+    study: str
+    arch: str
+    variant: str
+    seeds: tuple[int, ...]
+    model: ModelSpec
+    train: TrainSettings
+    data: tuple[DataSpec, ...]  # one per seed
+    nads: NadJob | None
+    stream: tuple  # the model's random-stream key besides "init"/"order" and the seed
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """The evaluation of one trained model: its study's conditions and measures."""
+
+    study: str
+    arch: str
+    variant: str
+    seed: int
+    model: ModelSpec
+    data: DataSpec
+    nads: NadJob | None
+    batch_size: int
+    conditions: tuple[tuple[str, tuple[int, ...]], ...]
+    measures: tuple[str, ...]
+    analysis: AnalysisSettings | None  # only the settings the measures read
+    stream: tuple
+
+
+class Plan:
+    """The jobs of a validated config."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    # -- cells ----------------------------------------------------------------------------
+
+    def cells(self, study: str) -> list[Cell]:
+        """Every (arch, variant, seed) of an enabled study, in a fixed order."""
+        s = self.cfg.studies[study]
+        if not s.enabled:
+            return []
+        variants = [v.path for v in REGISTRY[study].variants(s)]
+        return [
+            Cell(study, a, v, seed) for a, v, seed in product(s.architectures, variants, s.seeds)
+        ]
+
+    def nad_architectures(self) -> list[str]:
+        """Architectures whose NADs some enabled study needs (the sources)."""
+        out = set()
+        for study in self.cfg.enabled():
+            if REGISTRY[study].needs_nads:
+                out.update(self.cfg.nad_source(a) for a in self.cfg.studies[study].architectures)
+        return sorted(out)
+
+    def grouped(self) -> list[str]:
+        """Enabled studies whose seeds train together (group_seeds)."""
+        return [s for s in self.cfg.enabled() if self.cfg.studies[s].group_seeds]
+
+    def section_cells(self, arch: str) -> list[Cell]:
+        """The NAD-pair cells of `arch` in the cross-section figure: the first seed, and the
+        pairs of analysis.cross_section.pairs (every pair when null)."""
+        seeds = self.cfg.studies["nad_pairs"].seeds
+        pairs = self.cfg.analysis.cross_section.pairs
+        keep = None if pairs is None else {f"i{i}_j{j}" for i, j in pairs}
+        return [
+            c
+            for c in self.cells("nad_pairs")
+            if c.arch == arch and c.seed == seeds[0] and (keep is None or c.variant in keep)
+        ]
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def nad_job(self, arch: str) -> NadJob:
+        a = self.cfg.arch(arch)
+        model = ModelSpec(a.model, a.kwargs, a.shape, 1)
+        return NadJob(arch, model, self.cfg.nad_config(arch).compute(), a.nads_file)
+
+    def model_spec(self, study: str, arch: str) -> ModelSpec:
+        a = self.cfg.arch(arch)
+        entry = REGISTRY[study]
+        return ModelSpec(
+            a.model, a.kwargs, entry.input_shape(self.cfg.nad_shape(arch)), entry.classes
+        )
+
+    def data_spec(self, study: str, arch: str, variant: str, seed: int) -> DataSpec:
+        entry, s = REGISTRY[study], self.cfg.studies[study]
+        cifar = CifarData.of(self.cfg.cifar10) if entry.needs_cifar else None
+        settings = tuple(entry.data_settings(s, arch).items())
+        return DataSpec(study, variant, seed, self.cfg.nad_shape(arch), settings, cifar)
+
+    def stream(self, study: str, arch: str, variant: str) -> tuple:
+        entry = REGISTRY[study]
+        return (arch, *entry.stream(entry.variant.parse(variant)))
+
+    def train_job(self, study: str, arch: str, variant: str, seeds: tuple[int, ...]) -> TrainJob:
+        entry = REGISTRY[study]
+        nads = self.nad_job(self.cfg.nad_source(arch)) if entry.needs_nads else None
+        return TrainJob(
+            study,
+            arch,
+            variant,
+            tuple(seeds),
+            self.model_spec(study, arch),
+            self.cfg.studies[study].train_for(arch),
+            tuple(self.data_spec(study, arch, variant, s) for s in seeds),
+            nads,
+            self.stream(study, arch, variant),
+        )
+
+    def measures(self, study: str) -> tuple[str, ...]:
+        entry = REGISTRY[study]
+        bands = self.cfg.analysis.nad_bands.enabled and entry.needs_nads
+        return entry.measures + (("nad_bands",) if bands else ())
+
+    def eval_job(self, study: str, arch: str, variant: str, seed: int) -> EvalJob:
+        entry = REGISTRY[study]
+        measures = self.measures(study)
+        analysis = None
+        if measures:
+            analysis = self.cfg.analysis
+            if "nad_bands" not in measures:
+                analysis = replace(analysis, nad_bands=NadBands())
+        nads = self.nad_job(self.cfg.nad_source(arch)) if entry.needs_nads else None
+        conditions = entry.conditions(self.cfg.nad_shape(arch))
+        return EvalJob(
+            study,
+            arch,
+            variant,
+            seed,
+            self.model_spec(study, arch),
+            self.data_spec(study, arch, variant, seed),
+            nads,
+            self.cfg.studies[study].eval_batch_size,
+            tuple(conditions.items()),
+            measures,
+            analysis,
+            self.stream(study, arch, variant),
+        )
+
+    # -- files ----------------------------------------------------------------------------
+
+    def nad_files(self, study: str, arch: str) -> list[str]:
+        """The NAD artifact a study's job of `arch` reads (none for a study without NADs)."""
+        if not REGISTRY[study].needs_nads:
+            return []
+        return [NAD.format(arch=self.cfg.nad_source(arch)) + ".pt"]
+
+    def cifar_files(self, study: str) -> list[str]:
+        if not REGISTRY[study].needs_cifar:
+            return []
+        from .cifar import cifar_files
+
+        return cifar_files(self.cfg.cifar10.root)
+
+    def evaluations(self, study: str) -> list[str]:
+        return [c.path(EVAL) + ".parquet" for c in self.cells(study)]
+
+    def figure_inputs(self, study: str, figure: str, arch: str) -> list[str]:
+        if REGISTRY[study].figures[figure].source == "arrays":
+            return [c.path(EVAL) + ".npz" for c in self.section_cells(arch)]
+        return [SUMMARY.format(study=study)]
+
+    def final_outputs(self) -> list[str]:
+        """Every table and figure of the enabled studies, the NAD files and figures, the
+        config and the report's pages."""
+        out = []
+        for study in self.cfg.enabled():
+            out += [SUMMARY.format(study=study), RUNS.format(study=study)]
+            out += [
+                FIGURE.format(study=study, figure=f, arch=a)
+                for f in REGISTRY[study].figures
+                for a in self.cfg.studies[study].architectures
+            ]
+            out.append(SUMMARY_TABLE.format(study=study))
+        if not out:
+            return []
+        archs = self.nad_architectures()
+        out += [NAD_FIGURE.format(arch=a) for a in archs]
+        out += [NAD.format(arch=a) + ".npy" for a in archs]
+        if len(archs) >= 1:
+            out += [SIGNATURES, SIGNATURE_FIGURE]
+        return out + [CONFIG, LANDING]

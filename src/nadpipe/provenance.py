@@ -1,0 +1,104 @@
+"""What made an artifact: the nadpipe version, a hash of the library source, the torch version;
+and, at the start of a run, which results on disk other library source made.
+
+Snakemake reruns a job when its script changes (its "code" trigger) but not when the library
+the script calls changes. Every trained model's record, NAD artifact and result row therefore
+carries the source hash, and the run lists what other source made and the command that
+recomputes it; it never reruns by itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import json
+import os
+from collections import defaultdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from . import __version__
+
+PACKAGE = Path(__file__).resolve().parent
+KEYS = ("nadpipe_version", "nadpipe_source", "torch_version")
+
+
+@functools.cache
+def source_hash() -> str:
+    """sha256 (first 16 hex digits) of the library's Python files, by relative path and bytes."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def torch_version() -> str:
+    try:
+        return version("torch")
+    except PackageNotFoundError:  # e.g. a conda build without pip metadata
+        import torch
+
+        return str(torch.__version__)
+
+
+def provenance() -> dict[str, str]:
+    """{nadpipe_version, nadpipe_source, torch_version} of this process's library."""
+    return {
+        "nadpipe_version": __version__,
+        "nadpipe_source": source_hash(),
+        "torch_version": torch_version(),
+    }
+
+
+# -- results made by other library source ------------------------------------------------------
+
+# rule of each artifact kind that carries provenance, and where it lies under results/
+ARTIFACTS = {
+    "nads": "results/nads/*.json",
+    "train": "results/*/models/*/*.json",
+    "evaluate": "results/*/eval/*/*.parquet",
+}
+
+
+def _source_of(path: str) -> str | None:
+    try:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            column = pq.read_table(path, columns=["nadpipe_source"]).column(0)
+            return column[0].as_py() if len(column) else None
+        with open(path) as f:
+            return json.load(f).get("provenance", {}).get("nadpipe_source")
+    except Exception:  # noqa: BLE001 -- unreadable or older: the job that reads it reports it
+        return None
+
+
+def stale(root: str | os.PathLike = ".") -> dict[str, list[str]]:
+    """Per rule, the artifacts under `root` whose provenance names other library source than
+    this one (those without provenance count as other source: an older nadpipe made them)."""
+    now = source_hash()
+    out: dict[str, list[str]] = defaultdict(list)
+    for rule, pattern in ARTIFACTS.items():
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            if _source_of(path) != now:
+                out[rule].append(os.path.relpath(path, root))
+    return dict(out)
+
+
+def stale_message(found: dict[str, list[str]]) -> str | None:
+    """What to tell the user about `stale()`'s findings, with the command that recomputes them;
+    None when there is nothing to say."""
+    if not found:
+        return None
+    n = sum(map(len, found.values()))
+    per = ", ".join(f"{len(v)} of rule {rule}" for rule, v in found.items())
+    example = next(iter(found.values()))[0]
+    rules = " ".join(found)
+    return (
+        f"{n} result(s) on disk were made by other nadpipe library source than this checkout's "
+        f"({source_hash()}): {per} (e.g. {example}). Snakemake does not rerun them by itself "
+        f"(it sees changes to the workflow scripts, not to the library). If the change matters "
+        f"for them, recompute them and everything made from them with: "
+        f"snakemake --cores all --forcerun {rules}"
+    )

@@ -1,0 +1,147 @@
+"""The start and the end of a workflow run (called by the Snakefile's main process).
+
+At the start: one run at a time per directory (a second Snakemake process that would execute
+jobs stops at once, saying which run is going on, instead of reporting that run's outputs as
+incomplete), and the results on disk that other library source made (nadpipe.provenance). At
+the end: the outputs, and every warning the run's jobs wrote to their logs, repeated.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import os
+import sys
+import time
+
+from . import provenance
+from .io import WARNING
+
+LOCK = ".nadpipe/run.lock"
+# Snakemake commands that plan, report or tidy up, and execute no job: they do not take the lock
+NOT_EXECUTING = {
+    "-n",
+    "--dry-run",
+    "--dryrun",
+    "--report",
+    "--unlock",
+    "--lint",
+    "--list",
+    "-l",
+    "--list-rules",
+    "--list-target-rules",
+    "--lt",
+    "--summary",
+    "-S",
+    "--detailed-summary",
+    "-D",
+    "--dag",
+    "--rulegraph",
+    "--filegraph",
+    "--d3dag",
+    "--cleanup-metadata",
+    "--cm",
+    "--cleanup-shadow",
+    "--archive",
+    "--containerize",
+    "--list-changes",
+    "--lc",
+    "--list-input-changes",
+    "--li",
+    "--list-params-changes",
+    "--lp",
+    "--list-code-changes",
+    "--list-untracked",
+    "--lu",
+    "--delete-all-output",
+    "--delete-temp-output",
+    "--touch",
+    "-t",
+    "--generate-unit-tests",
+    "--conda-create-envs-only",
+    "--print-compilation",
+}
+
+_held = None  # this process's open lock file, kept until it ends
+_server = None  # the warm job server of this run (nadpipe.worker)
+
+
+class RunInProgress(RuntimeError):
+    """Another Snakemake run is executing jobs in this directory."""
+
+
+def executes(argv: list[str]) -> bool:
+    """Whether a Snakemake command line runs jobs (not a dry run, report, unlock, lint, ...)."""
+    return not any(a.split("=")[0] in NOT_EXECUTING for a in argv[1:])
+
+
+def take_lock(path: str = LOCK) -> None:
+    """Hold `path` (flock) for this process's lifetime; the kernel releases it however the
+    process ends. Raise RunInProgress naming the holder when another process has it."""
+    global _held
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    f = open(path, "a+")  # noqa: SIM115 -- held until the process ends
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "a process"
+        f.close()
+        raise RunInProgress(
+            f"another run is executing jobs in this directory ({holder}); it holds {path}. "
+            "Two runs would build the same files. Wait for it to end (its jobs' logs are under "
+            "logs/), then run your command again: it picks up where that run stopped. (A dry "
+            "run, snakemake -n, works meanwhile.)"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(
+        f"snakemake pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+        f"{' '.join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))}\n"
+    )
+    f.flush()
+    _held = f
+
+
+def start(dryrun: bool, warm: bool = True, argv: list[str] | None = None) -> list[str]:
+    """The start-of-run checks, and (`warm`: jobs run in this Python environment) the warm job
+    server of nadpipe.worker; returns warnings to print."""
+    global _server
+    argv = sys.argv if argv is None else argv
+    if not dryrun and executes(argv):
+        take_lock()
+        if warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
+            from . import worker
+
+            _server = worker.start()
+    message = provenance.stale_message(provenance.stale())
+    return [message] if message else []
+
+
+def job_warnings(since: float, root: str = "logs") -> list[str]:
+    """The warning lines of the job logs written since `since` (this run's jobs)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.log"), recursive=True)):
+        if os.path.getmtime(path) < since:
+            continue
+        with open(path, errors="replace") as f:
+            for line in f:
+                if WARNING in line:
+                    out.append(f"{line.split(WARNING, 1)[1].strip()} ({path})")
+    return list(dict.fromkeys(out))
+
+
+def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
+    """What the run says when it ends: its outputs (or that it failed) and every warning."""
+    if _server is not None:
+        _server.terminate()
+    lines = []
+    if ok:
+        lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
+    else:
+        lines.append("nadpipe stopped: a job failed (its log is named above).")
+    found = list(dict.fromkeys([*warnings, *job_warnings(since)]))
+    if found:
+        lines.append(f"Warnings of this run ({len(found)}):")
+        lines += [f"  - {w}" for w in found]
+    return "\n".join(lines)

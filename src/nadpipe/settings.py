@@ -1,0 +1,379 @@
+"""Every setting of nadpipe as a typed dataclass: the one place where defaults live.
+
+The config loader (nadpipe.config) fills every key a config leaves out from these classes, the
+`nadpipe` command uses them as its defaults, and a test proves that the JSON schema, these
+classes and the README's table of keys agree. Each study's block (e.g. `PairStudy`) restates
+only the defaults in which it differs, its training settings included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, NamedTuple
+
+
+class Shape(NamedTuple):
+    """An input shape (channels, height, width)."""
+
+    c: int
+    h: int
+    w: int
+
+    @property
+    def d(self) -> int:
+        return self.c * self.h * self.w
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.h, self.w
+
+    def __str__(self) -> str:
+        return f"{self.c}x{self.h}x{self.w}"
+
+
+# the registry models (nadpipe.models.REGISTRY), named here so the config loads without torch
+REGISTRY_NAMES = (
+    "logreg",
+    "mlp",
+    "lenet",
+    "lenet_nopool",
+    "resnet18",
+    "resnet18_nopool",
+    "vgg11",
+    "densenet121",
+    "vit_tiny",
+    "mlp_mixer_tiny",
+)
+
+# the input shape of an architecture's single-logit NAD networks unless it says otherwise
+DEFAULT_SHAPE = Shape(1, 32, 32)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything that determines a model's architecture: the builder (a registry name or
+    "package.module:callable"), its keyword arguments, the input shape and the outputs
+    (nadpipe.models.build makes the module)."""
+
+    model: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    shape: Shape = DEFAULT_SHAPE
+    classes: int = 2
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.model}({args}) on {self.shape} inputs, {self.classes} output(s)"
+
+
+@dataclass(frozen=True)
+class NadSettings:
+    """How the NADs of an architecture are computed."""
+
+    estimator: str = "dipole"  # "dipole": (f(x0 + h e_k) - f(x0 - h e_k)) / 2h; "gradient"
+    step: float = 100.0  # h of the dipole (large on purpose: the published NADs use 100)
+    n_networks: int = 10000  # random initialisations, as the NAD paper's scripts
+    n_points: int = 1  # evaluation points x0 ~ N(0, I); the covariance is pooled over them
+    seed: int = 0  # seeds x0 and every network's initialisation
+    batch_size: int = 1024  # forward passes per chunk of the dipole (bounds memory)
+    networks_per_chunk: int = 64  # networks stacked together (bounds memory)
+    windowed: bool = True  # dipole: carry each probe's change as a window (nadpipe.dipole)
+    top_k: int | None = None  # how many NADs to keep (None: all d); > 4096 inputs need it
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ("dipole", "gradient"):
+            raise ValueError(f"estimator must be 'dipole' or 'gradient', got {self.estimator!r}")
+
+
+@dataclass(frozen=True)
+class NadConfig(NadSettings):
+    """The `nads` block: the settings above and the convergence warning's threshold."""
+
+    min_overlap_top10: float = 0.5  # warn below this split-half top-10 overlap
+
+    def compute(self) -> NadSettings:
+        """What the NADs are computed with (the warning threshold is not part of it)."""
+        return NadSettings(**{f.name: getattr(self, f.name) for f in fields(NadSettings)})
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """How one model (or a seed ensemble) is trained: SGD with a per-step learning rate."""
+
+    epochs: int = 50  # underspecification paper: 50 for MLP and LeNet, 30 for ResNet-18
+    lr_max: float = 0.2  # peak learning rate
+    lr_schedule: str = "triangular"  # "triangular" 0 -> lr_max -> 0; "linear_decay" lr_max -> 0
+    momentum: float = 0.9  # SGD momentum (the NAD paper's code: 0)
+    weight_decay: float = 0.0  # SGD weight decay (L2)
+    batch_size: int = 128
+    grad_clip: float | None = 0.5  # max gradient norm per step, as the NAD code does; None: off
+    bf16: bool = False  # bf16 autocast for forward and loss, on CUDA only
+    channels_last: bool = False  # channels-last memory format, on CUDA only
+    compile: bool = False  # torch.compile the model (pays off only for long runs)
+    fail_on_divergence: bool = False  # raise on a NaN/inf loss instead of recording it
+
+    def __post_init__(self) -> None:
+        if self.lr_schedule not in ("triangular", "linear_decay"):
+            raise ValueError(
+                f"lr_schedule must be 'triangular' or 'linear_decay', got {self.lr_schedule!r}"
+            )
+
+
+@dataclass(frozen=True)
+class CrossSection:
+    n_points: int = 2  # test points with a cross-section each (the figure shows the first)
+    range: float = 3.0  # half-width of the plane in units of eps (eps1 along v1, eps2 along v2)
+    resolution: int = 41  # R: the plane is sampled on an R x R grid
+    pairs: tuple[tuple[int, int], ...] | None = None  # (i, j) pairs in the figure; None: all
+
+
+@dataclass(frozen=True)
+class Transitions:
+    n_trajectories: int = 10  # closed ellipses of each kind: same class, other class, random
+    n_points: int = 256  # points k along each ellipse
+
+
+@dataclass(frozen=True)
+class NadBands:
+    """Test accuracy with the inputs' components along bands of NADs removed."""
+
+    enabled: bool = False
+    bands: tuple[tuple[int, int], ...] = ((0, 9), (10, 49), (50, 199), (200, 1023))
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The per-model measures computed after training (changing them never retrains)."""
+
+    n_points: int = 200  # test (and as many train) points for reliance, margins, Jacobian norm
+    batch_size: int = 1000  # points per forward/backward pass
+    margin_max: float = 10.0  # largest distance searched for the boundary (input units)
+    margin_steps: int = 200  # grid steps of that search on each side (then interpolation)
+    seed: int = 0  # seeds the random trajectories
+    cross_section: CrossSection = CrossSection()
+    transitions: Transitions = Transitions()
+    nad_bands: NadBands = NadBands()
+
+
+@dataclass(frozen=True)
+class CifarSettings:
+    """Where CIFAR-10 is and how its images are prepared."""
+
+    root: str = "data/cifar10"  # holds cifar-10-batches-py/ (the python version)
+    download: bool = False  # download it with torchvision when missing (needs internet)
+    verify_md5: bool = True  # check the official md5 sums (off: other CIFAR-format data)
+    n_train: int | None = None  # the first n training images (None: all 50 000)
+    n_test: int | None = None  # the first n test images (None: all 10 000)
+    normalize: bool = True  # per-channel (x - mean) / std of the [0, 1] images
+    mean: tuple[float, ...] = (0.4914, 0.4822, 0.4465)
+    std: tuple[float, ...] = (0.2470, 0.2435, 0.2616)
+
+
+@dataclass(frozen=True)
+class CifarData:
+    """What the CIFAR-10 tensors of a study depend on: where the files are, which images, and
+    the per-channel normalisation (None: images stay in [0, 1])."""
+
+    root: str = "data/cifar10"
+    verify_md5: bool = True
+    n_train: int | None = None
+    n_test: int | None = None
+    mean: tuple[float, ...] | None = (0.4914, 0.4822, 0.4465)
+    std: tuple[float, ...] | None = (0.2470, 0.2435, 0.2616)
+
+    @classmethod
+    def of(cls, s: CifarSettings) -> CifarData:
+        """From the `cifar10` block."""
+        mean, std = (s.mean, s.std) if s.normalize else (None, None)
+        return cls(s.root, s.verify_md5, s.n_train, s.n_test, mean, std)
+
+
+@dataclass(frozen=True)
+class GpuSettings:
+    slots: int | None = None  # pool size; None: --resources gpu=N, else the visible GPUs
+    lock_dir: str = ".nadpipe/gpu_slots"  # the pool's lock files
+    cudnn_benchmark: bool = True  # cuDNN picks the fastest convolution algorithms
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A named architecture: a model and where its NADs come from."""
+
+    model: str = ""  # registry name or "package.module:callable"; "" = the entry's name
+    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the builder
+    shape: Shape = DEFAULT_SHAPE  # input (C, H, W) of its NAD networks
+    nads_from: str | None = None  # use another architecture's NADs
+    nads_file: str | None = None  # read the NADs from a file (.npy/.npz/.pt, rows = NADs)
+    nads: dict[str, Any] = field(default_factory=dict)  # overrides of the `nads` block
+
+
+# -- the studies' blocks: what every study has, then what each has of its own ----------------
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    enabled: bool = False
+    architectures: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0,)  # each seeds one run: data, initialisation, batch order
+    group_seeds: bool = False  # train all seeds of a cell in one job (a batched ensemble)
+    eval_batch_size: int = 2000  # samples per forward pass in evaluation
+    train: TrainSettings = TrainSettings()
+    train_per_arch: dict[str, dict[str, Any]] = field(default_factory=dict)  # overrides
+
+    def train_for(self, arch: str) -> TrainSettings:
+        return replace(self.train, **self.train_per_arch.get(arch, {}))
+
+
+@dataclass(frozen=True)
+class PairStudy(StudySettings):
+    """D(v1) (+) D(v2), v1 = NAD i and v2 = NAD j (underspecification paper, Sec. 3)."""
+
+    enabled: bool = True
+    architectures: tuple[str, ...] = ("mlp", "lenet")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    indices: tuple[int, ...] = (0, 5, 10, 50, 100, 200, 400, 600, 800, 1023)  # every (i, j)
+    eps1: float = 1.0  # margin of channel 1
+    eps2: float = 0.5  # margin of channel 2
+    sigma: float = 1.0  # noise std orthogonal to v, both channels
+    n_train: int = 10000
+    n_test: int = 10000
+
+
+@dataclass(frozen=True)
+class CifarNadStudy(StudySettings):
+    """Binary CIFAR-10 (+) D(NAD k) (underspecification paper, Sec. 4; App. A.2)."""
+
+    architectures: tuple[str, ...] = ("mlp", "lenet", "resnet18")
+    indices: tuple[int, ...] = (0, 10, 100, 500, 1000)
+    eps: float = 1.0  # margin of the synthetic channel
+    sigma: float = 3.0  # its noise std orthogonal to v
+    sigma_per_arch: dict[str, float] = field(default_factory=lambda: {"lenet": 1.0})
+    train: TrainSettings = TrainSettings(epochs=40, lr_max=0.15, weight_decay=1e-5, grad_clip=None)
+    train_per_arch: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {"mlp": {"epochs": 60}}
+    )
+
+
+@dataclass(frozen=True)
+class PoisonStudy(StudySettings):
+    """CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)."""
+
+    architectures: tuple[str, ...] = ("resnet18",)
+    indices: tuple[int, ...] = (0, 100, 500, 1000)  # poisoned NAD index i (carriers i, i+1)
+    eps: float = 0.05  # carrier coefficient in [0, 1] pixel units
+    train: TrainSettings = TrainSettings(epochs=50, lr_max=0.21, weight_decay=5e-4, grad_clip=None)
+
+
+@dataclass(frozen=True)
+class FlipStudy(StudySettings):
+    """CIFAR-10 with each channel's NAD coefficients reversed, against the original."""
+
+    architectures: tuple[str, ...] = ("lenet", "resnet18")
+    train: TrainSettings = TrainSettings(epochs=50, lr_max=0.1, weight_decay=5e-4, grad_clip=None)
+
+
+# the NAD paper's training (its code's utils.train): SGD without momentum, lr 0.5 falling
+# linearly to 0 over 20 epochs, per step, gradient norm clipped at 0.5
+NAD_PAPER_TRAIN = TrainSettings(
+    epochs=20, lr_max=0.5, lr_schedule="linear_decay", momentum=0.0, grad_clip=0.5
+)
+
+
+@dataclass(frozen=True)
+class SingleDirectionStudy(StudySettings):
+    """One D(NAD k) per model, k over the NAD index (NAD paper)."""
+
+    architectures: tuple[str, ...] = ("lenet", "lenet_nopool")
+    indices: tuple[int, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 400, 600, 800, 1000, 1023)
+    eps: float = 0.5  # x = eps y v + w: the NAD code's epsilon = 1 in +-(epsilon / 2) v
+    sigma: float = 3.0
+    n_train: int = 10000
+    n_test: int = 10000
+    train: TrainSettings = NAD_PAPER_TRAIN
+
+
+@dataclass(frozen=True)
+class FourierStudy(StudySettings):
+    """One D(Fourier direction (a, b)) per model (NAD paper, Fig. 1)."""
+
+    architectures: tuple[str, ...] = ("lenet", "lenet_nopool")
+    size: int = 16  # size x size frequencies, one training each
+    layout: str = "grid"  # "grid": a, b = 0..size-1; "centered": -size/2..size/2-1
+    eps: float = 0.5
+    sigma: float = 3.0
+    n_train: int = 10000
+    n_test: int = 10000
+    train: TrainSettings = NAD_PAPER_TRAIN
+
+
+STUDY_SETTINGS: dict[str, type[StudySettings]] = {
+    "nad_pairs": PairStudy,
+    "cifar_nad": CifarNadStudy,
+    "poison": PoisonStudy,
+    "flip": FlipStudy,
+    "single_direction": SingleDirectionStudy,
+    "fourier": FourierStudy,
+}
+
+# the top-level blocks besides the studies
+BLOCKS: dict[str, type] = {
+    "nads": NadConfig,
+    "analysis": AnalysisSettings,
+    "cifar10": CifarSettings,
+    "gpus": GpuSettings,
+}
+
+
+def defaults(cls: type) -> dict[str, Any]:
+    """The defaults of a settings class as plain data (nested blocks as dicts, tuples as
+    lists), as they appear in a resolved config."""
+    return plain(cls())
+
+
+def plain(value: Any) -> Any:
+    """Settings as YAML-ready data: dataclasses -> dicts, tuples -> lists."""
+    if is_dataclass(value):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def typed(cls: Any, data: Any) -> Any:
+    """`data` as plain data (`plain`'s output) turned back into an instance of `cls`, a type
+    hint: dataclasses, named tuples, `X | None`, tuples and dicts, recursively. Jobs receive
+    their settings as plain data, which Snakemake can compare (it ignores other objects)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(cls), typing.get_args(cls)
+    if origin in (typing.Union, types.UnionType):
+        if data is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return typed(inner[0], data)
+    if is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        return cls(
+            **{
+                f.name: typed(hints[f.name], data[f.name])
+                for f in fields(cls)
+                if f.init and f.name in data
+            }
+        )
+    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return cls(*data)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(typed(args[0], x) for x in data)
+        if args:
+            return tuple(typed(a, x) for a, x in zip(args, data, strict=True))
+        return tuple(data)
+    if origin is dict:
+        return dict(data)
+    if cls is tuple:
+        return tuple(data)
+    if cls is float and isinstance(data, int):
+        return float(data)
+    return data

@@ -1,0 +1,114 @@
+"""Architecture signatures: how similar the NADs of two architectures are, and how
+low-frequency each one's are. Reads the NAD bases (results/nads/{arch}.npy) only.
+
+- pairwise: the subspace overlap ||U_k V_k^T||_F^2 / k of the first k NADs of two architectures
+  with inputs of one size (1 = the same subspace, about k/d = unrelated);
+- Fourier: the fraction of the energy of an architecture's first k NADs at the k lowest spatial
+  frequencies (by radius, every channel alike): 1 = all of it, about k/d for random directions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import partial
+
+import numpy as np
+import pandas as pd
+
+from .bases import subspace_overlap
+from .io import atomic_write
+
+KS = (10, 50, 100)
+
+
+def low_frequency_share(v: np.ndarray, shape: tuple[int, int, int], k: int) -> float:
+    """Fraction of the energy of the first k rows of `v` (k, C*H*W) in the k lowest spatial
+    frequencies: with C channels, the ceil(k / C) lowest frequencies of every channel."""
+    c, h, w = shape
+    coef = np.fft.fft2(v[:k].reshape(k, c, h, w), norm="ortho")  # Parseval: energy preserved
+    fa, fb = np.fft.fftfreq(h) * h, np.fft.fftfreq(w) * w
+    radius = np.sqrt(fa[:, None] ** 2 + fb[None, :] ** 2).ravel()
+    lowest = np.argsort(radius, kind="stable")[: math.ceil(k / c)]
+    energy = np.abs(coef.reshape(k, c, h * w)) ** 2
+    return float(energy[:, :, lowest].sum() / energy.sum())
+
+
+def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) -> pd.DataFrame:
+    """One row per (arch_a, arch_b, k): the overlap of their first k NADs (arch_b "fourier":
+    the low-frequency share of arch_a's)."""
+    rows = []
+    for a, b in itertools.combinations_with_replacement(sorted(bases), 2):
+        if bases[a].shape[1] != bases[b].shape[1]:
+            continue  # inputs of other sizes: no common space
+        for k in ks:
+            if k <= min(len(bases[a]), len(bases[b])):
+                value = subspace_overlap(bases[a], bases[b], k)
+                rows += [{"arch_a": a, "arch_b": b, "k": k, "overlap": value}]
+                if a != b:
+                    rows += [{"arch_a": b, "arch_b": a, "k": k, "overlap": value}]
+    for a in sorted(bases):
+        for k in ks:
+            if k <= len(bases[a]):
+                share = low_frequency_share(bases[a], shapes[a], k)
+                rows.append({"arch_a": a, "arch_b": "fourier", "k": k, "overlap": share})
+    return pd.DataFrame(rows, columns=["arch_a", "arch_b", "k", "overlap"])
+
+
+def signature_figure(df: pd.DataFrame, output: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plots import _save
+
+    ks = sorted(df["k"].unique())
+    pairs = df[df["arch_b"] != "fourier"]
+    archs = sorted(set(pairs["arch_a"]))
+    fig, axes = plt.subplots(
+        1, len(ks) + 1, figsize=(4.6 * (len(ks) + 1), 4.4), constrained_layout=True, squeeze=False
+    )
+    for ax, k in zip(axes[0], ks, strict=False):
+        grid = (
+            pairs[pairs["k"] == k]
+            .pivot_table(index="arch_a", columns="arch_b", values="overlap")
+            .reindex(index=archs, columns=archs)
+        )
+        im = ax.imshow(grid.to_numpy(float), vmin=0, vmax=1, cmap="viridis")
+        for (r, c), v in np.ndenumerate(grid.to_numpy(float)):
+            if np.isfinite(v):
+                ax.text(
+                    c,
+                    r,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if v < 0.6 else "black",
+                )
+        ax.set_xticks(range(len(archs)), archs, rotation=45, ha="right")
+        ax.set_yticks(range(len(archs)), archs)
+        ax.set_title(f"overlap of the first {k} NADs")
+    fig.colorbar(im, ax=list(axes[0][: len(ks)]), label="subspace overlap ‖UₖVₖᵀ‖²/k", shrink=0.8)
+    ax = axes[0][-1]
+    fourier = df[df["arch_b"] == "fourier"]
+    width = 0.8 / max(len(ks), 1)
+    names = sorted(fourier["arch_a"].unique())
+    for n, k in enumerate(ks):
+        vals = fourier[fourier["k"] == k].set_index("arch_a")["overlap"].reindex(names)
+        ax.bar(np.arange(len(names)) + n * width, vals, width, label=f"first {k} NADs")
+    ax.set_xticks(np.arange(len(names)) + width * (len(ks) - 1) / 2, names, rotation=45, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("energy share at the k lowest frequencies")
+    ax.set_title("how low-frequency the first NADs are")
+    ax.legend(fontsize=8)
+    fig.suptitle("Architecture signatures (1 = the same subspace; about k/d = unrelated)")
+    _save(fig, output)
+
+
+def signatures_job(npy: list[str], archs: list[str], shapes: list, table: str, figure: str) -> None:
+    bases = {a: np.load(p) for a, p in zip(archs, npy, strict=True)}
+    df = signatures(bases, {a: tuple(s) for a, s in zip(archs, shapes, strict=True)})
+    atomic_write(table, partial(df.to_parquet, index=False))
+    signature_figure(df, figure)

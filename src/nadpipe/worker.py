@@ -1,0 +1,225 @@
+"""A warm Python for the workflow's jobs on this machine.
+
+Importing torch takes about 2 s; in a study of many small models that is about half of all job
+time. The Snakefile's main process therefore starts one server that imports nadpipe's job
+modules once, and each job script hands its call to it: the server forks a child per job (a
+copy of the warm process, nothing shared at run time), which takes the script's working
+directory and environment, runs the job under its log and returns the result. A job that is
+not the local Snakemake run's own (a SLURM job, another Snakemake), or finds no server, runs
+in its own process as before; the results are the same either way (tested).
+
+The child ends itself when its script goes away (Snakemake killed the job), and the server ends
+with the Snakemake process that started it. Nothing in the server runs torch, so no thread pool
+exists when it forks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+ENV = "NADPIPE_WORKER"  # "<socket path>:<pid of the Snakemake process that owns it>"
+PRELOAD = ("torch", "pandas", "nadpipe.jobs", "nadpipe.plots", "nadpipe.report")
+
+
+def _send(conn: socket.socket, obj: Any) -> None:
+    data = pickle.dumps(obj)
+    conn.sendall(struct.pack("!Q", len(data)) + data)
+
+
+def _recv(conn: socket.socket) -> Any:
+    head = _exactly(conn, 8)
+    return pickle.loads(_exactly(conn, struct.unpack("!Q", head)[0]))
+
+
+def _exactly(conn: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def resolve(target: str) -> Callable:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_here(target: str, args: tuple, kwargs: dict, log: str | None, threads: int, gpu: int):
+    """Run `target(*args, **kwargs)` in this process, under the job's log."""
+    from .io import job_log
+
+    with job_log(log, threads, gpu):
+        return resolve(target)(*args, **kwargs)
+
+
+# -- the job script's side ------------------------------------------------------------------------
+
+
+def _owned_by(pid: int) -> bool:
+    """Whether this process descends from `pid` (the Snakemake run that owns the server)."""
+    import psutil
+
+    return any(p.pid == pid for p in psutil.Process().parents())
+
+
+def _connect(path: str, wait: float = 30.0) -> socket.socket | None:
+    """A connection to the server, waiting while it starts; None when there is none."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(path)
+            return conn
+        except OSError:
+            conn.close()
+            starting = os.path.exists(path + ".starting")
+            if not starting or time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
+
+def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int = 0, **kwargs):
+    """Run the job `target` ("module:function") with these arguments: in the local run's warm
+    server when there is one, else in this process. Returns what the function returns; raises
+    SystemExit(1) when it fails (its traceback is in the job's log)."""
+    where = os.environ.get(ENV, "")
+    path, _, owner = where.rpartition(":")
+    conn = None
+    if path and owner.isdigit() and "SLURM_JOB_ID" not in os.environ and _owned_by(int(owner)):
+        conn = _connect(path)
+    if conn is None:
+        return run_here(target, args, kwargs, log, threads, gpu)
+    with conn:
+        _send(
+            conn,
+            {
+                "target": target,
+                "args": args,
+                "kwargs": kwargs,
+                "log": log,
+                "threads": threads,
+                "gpu": gpu,
+                "cwd": os.getcwd(),
+                "env": dict(os.environ),
+                "path": list(sys.path),
+            },
+        )
+        try:
+            status, value = _recv(conn)
+        except ConnectionError:
+            print(
+                f"the job's process ended without a result (killed, or out of memory?); "
+                f"its log: {log}",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from None
+    if status == "error":
+        print(f"{value} (traceback in {log})", file=sys.stderr)
+        raise SystemExit(1)
+    return value
+
+
+# -- the server's side -------------------------------------------------------------------------
+
+
+def _child(conn: socket.socket) -> None:
+    """Run one job in this forked child; never returns."""
+    code = 1
+    try:
+        req = _recv(conn)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        sys.path[:] = req["path"]
+
+        def watch() -> None:  # the script went away (the job was killed): end too
+            with contextlib.suppress(OSError):
+                conn.recv(1)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=watch, daemon=True).start()
+        try:
+            value = run_here(
+                req["target"], req["args"], req["kwargs"], req["log"], req["threads"], req["gpu"]
+            )
+            _send(conn, ("ok", value))
+            code = 0
+        except BaseException as e:  # noqa: BLE001 -- report any failure to the script
+            _send(conn, ("error", f"{type(e).__name__}: {e}"))
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def serve(path: str, owner: int) -> None:
+    """Import the job modules, then fork a child per connection until the owner ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is for the jobs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        for module in PRELOAD:
+            importlib.import_module(module)
+        from .provenance import source_hash
+
+        source_hash()  # fixed now: the source these modules were loaded from
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(64)
+    finally:  # up, or failed: either way the jobs stop waiting for it
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + ".starting")
+    try:
+        while os.getppid() == owner:
+            ready, _, _ = select.select([listener], [], [], 1.0)
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            if not ready:
+                continue
+            conn, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                _child(conn)
+            conn.close()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def start(directory: str = ".nadpipe") -> subprocess.Popen:
+    """Start the server for this process's jobs and tell them where it is (the environment
+    they inherit)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.abspath(os.path.join(directory, f"worker-{os.getpid()}.sock"))
+    open(path + ".starting", "w").close()
+    log = open(os.path.join(directory, "worker.log"), "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nadpipe.worker", path, str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
+    os.environ[ENV] = f"{path}:{os.getpid()}"
+    return proc
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

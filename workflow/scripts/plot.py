@@ -1,0 +1,15 @@
+"""One figure of a study for one architecture (nadpipe.studies names its function)."""
+
+from nadpipe import worker
+
+sm = snakemake
+w = sm.wildcards
+worker.run(
+    "nadpipe.plots:draw",
+    sm.params.function,
+    list(sm.input),
+    w.study,
+    w.arch,
+    sm.output[0],
+    log=sm.log[0],
+)

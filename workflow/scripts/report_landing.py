@@ -1,0 +1,8 @@
+"""The report's landing page: what ran and the headline numbers of this run."""
+
+from nadpipe.io import job_log
+from nadpipe.report import landing_page
+
+sm = snakemake
+with job_log(sm.log[0]):
+    landing_page(sm.params.config, list(sm.input.summaries), list(sm.input.nads), sm.output[0])

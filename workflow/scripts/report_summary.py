@@ -1,0 +1,8 @@
+"""A study's per-architecture summary table (test accuracy per cell and condition) for the
+report."""
+
+from nadpipe.io import job_log, load_parquet
+from nadpipe.report import summary_table
+
+with job_log(snakemake.log[0]):
+    summary_table(load_parquet(snakemake.input[0]), snakemake.output[0])

@@ -1,0 +1,18 @@
+"""Train the model(s) of one cell: one seed, or all its seeds as one batched ensemble."""
+
+from nadpipe import worker
+from nadpipe.io import say
+
+sm = snakemake
+nads = list(sm.input.nads)  # empty for a study without NADs
+summary = worker.run(
+    "nadpipe.jobs:train_job",
+    sm.params.job,
+    nads[0] if nads else None,
+    list(sm.output.model),
+    list(sm.output.record),
+    log=sm.log[0],
+    threads=sm.threads,
+    gpu=sm.resources.gpu,
+)
+say(summary)
