@@ -140,6 +140,7 @@ def batched_sensitivities(
     if estimator == "dipole" and plan is not None:
         return _windowed_dipole(plan, nets, x0, step, batch_size, done)
     params, buffers = stack_module_state(nets)  # name -> (n, ...)
+    params = {k: v.detach() for k, v in params.items()}  # no graph through the parameters
     base = copy.deepcopy(nets[0]).to("meta")
 
     def logit(p: dict, b: dict, x: torch.Tensor) -> torch.Tensor:
