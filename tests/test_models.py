@@ -1,5 +1,6 @@
 """Registry models: shapes, the NAD code's layer lists, user models."""
 
+import math
 import sys
 
 import pytest
@@ -188,3 +189,48 @@ def test_unknown_models_are_named_in_the_error():
         resolve_builder("lenet5")
     with pytest.raises(ModelError, match="cannot import module 'no_such_pkg.models'"):
         resolve_builder("no_such_pkg.models:net")
+
+
+@pytest.mark.parametrize("name", ["vit_tiny", "mlp_mixer_tiny"])
+def test_attention_and_mixer_models_run_through_nads_training_and_the_measures(name):
+    from functools import partial
+
+    from nadpipe.data import pair_splits
+    from nadpipe.evaluate import Context, geometry
+    from nadpipe.io import generator
+    from nadpipe.models import build
+    from nadpipe.nads import batched_sensitivities, compute_nads, dipole_plan, draw_networks
+    from nadpipe.settings import AnalysisSettings, NadSettings, TrainSettings
+    from nadpipe.train import train_one
+
+    shape = Shape(1, 32, 32)
+    spec = ModelSpec(name, {}, shape, 1)
+    art = compute_nads(partial(build, spec), NadSettings("gradient", n_networks=24), shape, progress=False)
+    assert torch.isfinite(art["vectors"]).all() and art["eigenvalues"][0] > 0
+    # the dipole: windowed where the model allows (the patch embedding), equal to the plain path
+    settings = NadSettings(n_networks=2)
+    nets = draw_networks(partial(build, spec), settings, range(2))
+    x0 = torch.randn(1, *shape, generator=torch.Generator().manual_seed(0))
+    plan = dipole_plan(nets[0], settings, shape, "cpu")
+    windowed = batched_sensitivities(nets, x0, "dipole", 100.0, 1024, plan)
+    plain = batched_sensitivities(nets, x0, "dipole", 100.0, 1024)
+    torch.testing.assert_close(windowed, plain, rtol=1e-4, atol=1e-5 * plain.abs().max().item())
+    # a NAD-pair model trains, and the geometry measure says the transition counts do not apply
+    v = art["vectors"][0].reshape(shape)
+    data = pair_splits(v, v, shape, 1.0, 1.0, 1.0, {"train": 256, "test": 64}, generator("p"))
+    torch.manual_seed(0)
+    net = build_model(name, 2, 2)
+    hist = train_one(net, *data["train"], TrainSettings(epochs=1, lr_max=0.05), seed=0)
+    assert math.isfinite(hist[0]["loss"])
+    zero = torch.zeros(shape)
+    ctx = Context(
+        data, {"u1": torch.cat([v, zero]), "u2": torch.cat([zero, v]), "eps1": 1.0, "eps2": 1.0},
+        art["vectors"], tuple(shape),
+        AnalysisSettings(n_points=8, margin_steps=4), ("x", 0, 0, 0),
+    )  # fmt: skip
+    row, arrays = geometry(net, ctx)
+    assert row["relu_units"] == 0 and all(
+        math.isnan(row[f"transitions_{k}"]) for k in ("same_class", "diff_class", "random")
+    )
+    assert 0 <= row["reliance_deg"] <= 90 and row["jacobian_norm_test"] >= 0
+    assert arrays["values"].shape == (2, 41, 41)

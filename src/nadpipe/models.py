@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import os
+import sys
 from collections.abc import Callable, Sequence
 
 import torch
@@ -339,11 +341,16 @@ def resolve_builder(model: str) -> Callable[..., nn.Module]:
             f"unknown model {model!r}: use one of {sorted(REGISTRY)} or 'package.module:callable'"
         )
     module_name, _, attr = model.partition(":")
+    here = os.getcwd()
+    if here not in sys.path:  # a mynets.py beside the config, in the config check and in jobs
+        sys.path.append(here)
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001 -- an import can fail in any way
         raise ModelError(
-            f"user model {model!r}: cannot import module {module_name!r} ({type(e).__name__}: {e})"
+            f"user model {model!r}: cannot import module {module_name!r} "
+            f"({type(e).__name__}: {e}); it is looked for on the import path and in the "
+            f"working directory {here}"
         ) from e
     builder = getattr(module, attr, None)
     if not callable(builder):
