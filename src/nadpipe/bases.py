@@ -63,8 +63,9 @@ def read_basis(path: str | os.PathLike, d: int | None = None, key: str | None = 
     if v.ndim != 2 or v.shape[0] == 0:
         raise BasisError(f"{where}{path} holds an array of shape {v.shape}, not (k, d) rows")
     if d is not None and v.shape[1] != d:
+        hint = " (are the NADs its columns? rows are NADs)" if v.shape[0] == d else ""
         raise BasisError(
-            f"{where}{path} has rows of {v.shape[1]} coordinates, but the inputs have {d}"
+            f"{where}{path} has rows of {v.shape[1]} coordinates, but the inputs have {d}{hint}"
         )
     if not np.isfinite(v).all():
         raise BasisError(f"{where}{path} holds {int((~np.isfinite(v)).sum())} non-finite values")

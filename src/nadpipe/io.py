@@ -188,7 +188,8 @@ class _Lines:
             left = spent / self.n * (self.total - self.n) if self.n else float("nan")
             say(
                 f"{self.desc}: {self.n}/{self.total} {self.unit} "
-                f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left"
+                f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left",
+                file=sys.stderr,
             )
 
     def close(self) -> None:
