@@ -2,6 +2,7 @@
 cannot mean anything stops before any job."""
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -383,3 +384,12 @@ def test_other_input_shapes_reach_the_studies():
                 with_change(["nad_pairs", "architectures"], ["vgg11"]),
             )
         )
+
+
+def test_doing_what_the_rank_warning_says_removes_it():
+    cfg = with_change(["nads", "n_networks"], 300)
+    cfg["nad_pairs"]["indices"] = [0, 10, 299, 1000]
+    (warning,) = [w for w in nc.load_config(cfg, SCHEMA)[1] if "lenet" in w]
+    above = int(re.search(r"Raise nads.n_networks above (\d+)", warning)[1])
+    cfg["nads"]["n_networks"] = above + 1  # exactly what it says
+    assert nc.load_config(cfg, SCHEMA)[1] == []

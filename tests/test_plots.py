@@ -153,3 +153,30 @@ def test_nad_figure_says_on_the_figure_when_the_nads_did_not_converge(tmp_path):
     assert verdict.startswith("WARNING") and "convergence unknown" in verdict
     assert any("convergence unknown" in t.get_text() for t in fig.texts)
     assert math.isnan(few["split_half"]["overlap"][10])
+
+
+U40 = torch.linalg.qr(torch.randn(1024, 40, generator=torch.Generator().manual_seed(0)))[0].T
+S40 = torch.cat([torch.full((10,), 1.5), torch.full((30,), 1.0)])
+
+
+class TenAboveThirty(torch.nn.Module):
+    """Sensitivities with ten directions of scale 1.5 above thirty of scale 1: a top-10 NAD
+    subspace that takes a few hundred networks to pin down."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(40))
+
+    def forward(self, x):
+        return ((x.flatten(1) @ U40.T) * (self.a * S40)).sum(1, keepdim=True)
+
+
+def test_doing_what_the_nad_warning_says_makes_it_go_away(tmp_path):
+    shape = Shape(1, 32, 32)
+    art = compute_nads(TenAboveThirty, NadSettings("gradient", n_networks=40), shape, progress=False)
+    verdict, _ = plots.nad_figure(art, "model", str(tmp_path / "a.png"), min_overlap=0.5)
+    assert verdict.startswith("WARNING") and "raise nads.n_networks (now 40)" in verdict
+    more = compute_nads(TenAboveThirty, NadSettings("gradient", n_networks=400), shape, progress=False)
+    verdict, fig = plots.nad_figure(more, "model", str(tmp_path / "b.png"), min_overlap=0.5)
+    assert not verdict.startswith("WARNING")
+    assert not any("converged" in t.get_text() for t in fig.texts)
