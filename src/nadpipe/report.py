@@ -48,20 +48,42 @@ def _list_table(title: str, header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _grid(study: str, s: dict) -> str:
+    if study == "nad_pairs":
+        return f"NAD indices {_join(s['indices'])}, every pair (i, j)"
+    if study == "fourier":
+        what = "a, b = 0…size−1" if s["layout"] == "grid" else "the zero frequency centred"
+        return f"{s['size']} x {s['size']} frequencies ({what})"
+    if study == "flip":
+        return "the original and the flipped images"
+    return f"NAD indices {_join(s['indices'])}"
+
+
+def _join(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _data(s: dict) -> str:
+    names = {"eps1": "ε1", "eps2": "ε2", "eps": "ε", "sigma": "σ"}
+    parts = [f"{names[k]} = {s[k]}" for k in names if k in s]
+    if "n_train" in s:
+        parts.append(f"{s['n_train']} training and {s['n_test']} test samples")
+    return ", ".join(parts) or "CIFAR-10"
+
+
 def _what_ran(study: str, s: dict, df: pd.DataFrame) -> str:
-    train = s["train"]
-    grid = {k: s[k] for k in ("indices", "size", "layout") if k in s}
-    data = {k: s[k] for k in ("eps1", "eps2", "eps", "sigma", "n_train", "n_test") if k in s}
+    t = s["train"]
     models = df.drop_duplicates(["arch", "variant", "seed"])
-    return (
-        f"**{study}**: {_rst(ABOUT.get(study, ''))}. Architectures "
-        f"{_rst(', '.join(s['architectures']))}; grid {_rst(grid or 'original/flipped')}; "
-        f"seeds {_rst(s['seeds'])}; {len(models)} trained models. Data {_rst(data)}. Training: "
-        f"{train['epochs']} epochs, lr_max {train['lr_max']} ({_rst(train['lr_schedule'])}), "
-        f"momentum {train['momentum']}, weight decay {train['weight_decay']}, batch "
-        f"{train['batch_size']}, gradient clip {train['grad_clip']}"
-        + (f"; per architecture {_rst(s['train_per_arch'])}" if s["train_per_arch"] else "")
-        + "."
+    per_arch = "".join(
+        f"; {arch}: {', '.join(f'{k} {v}' for k, v in over.items())}"
+        for arch, over in s["train_per_arch"].items()
+    )
+    return _rst(
+        f"{study}: {ABOUT.get(study, '')}. Architectures {_join(s['architectures'])}; "
+        f"{_grid(study, s)}; seeds {_join(s['seeds'])}: {len(models)} trained models. Data: "
+        f"{_data(s)}. Training: {t['epochs']} epochs, SGD, lr_max {t['lr_max']} "
+        f"({t['lr_schedule']}), momentum {t['momentum']}, weight decay {t['weight_decay']}, "
+        f"batch {t['batch_size']}, gradient clip {t['grad_clip']}{per_arch}."
     )
 
 
