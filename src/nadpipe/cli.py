@@ -1,0 +1,263 @@
+"""The `nadpipe` command: NADs of any model without Snakemake, their figure, comparing two NAD
+bases, a report of this machine for bug reports, and the table of config keys. Each command
+calls the library functions the workflow calls."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+EXAMPLES = {
+    "nads": "nadpipe nads --model lenet --n-networks 1100 --out lenet.npy\n"
+    "  nadpipe nads --model mynets:small_cnn --kwargs '{\"width\": 32}' --shape 3,32,32 "
+    "--estimator gradient --out small_cnn.pt",
+    "plot-nads": "nadpipe plot-nads lenet.pt --out lenet_nads.png",
+    "compare": "nadpipe compare results/nads/lenet.npy NADs/LeNet_NADs.npy",
+    "doctor": "nadpipe doctor",
+    "config": "nadpipe config > keys.md",
+}
+
+
+def _shape(text: str):
+    from .settings import Shape
+
+    try:
+        c, h, w = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shape takes C,H,W (e.g. 3,32,32), not {text!r}") from None
+    return Shape(c, h, w)
+
+
+def _json(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"--kwargs is not JSON ({e}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--kwargs takes a JSON object, e.g. '{\"hidden\": [64]}'")
+    return value
+
+
+def cmd_nads(args) -> int:
+    from functools import partial
+
+    import numpy as np
+
+    from .io import pick_device, save_torch
+    from .models import ModelError, build, check_model
+    from .nads import NadError, compute_nads, overlaps_line
+    from .provenance import provenance
+    from .settings import ModelSpec, NadSettings, plain
+
+    spec = ModelSpec(args.model, args.kwargs, args.shape, 1)
+    try:
+        check_model(spec)
+    except ModelError as e:
+        print(f"nadpipe nads: {e}", file=sys.stderr)
+        return 2
+    settings = NadSettings(
+        estimator=args.estimator, step=args.step, n_networks=args.n_networks,
+        n_points=args.n_points, seed=args.seed, windowed=not args.no_windows, top_k=args.top_k,
+    )  # fmt: skip
+    device = pick_device(args.device)
+    print(f"NADs of {spec.describe()} with {settings} on {device}", file=sys.stderr)
+    try:
+        art = compute_nads(partial(build, spec), settings, args.shape, device)
+    except NadError as e:
+        print(f"nadpipe nads: {e}", file=sys.stderr)
+        return 1
+    sh = art["split_half"]
+    print(f"split-half subspace overlaps of the first k NADs: {overlaps_line(sh)}")
+    for k, why in sh["undefined"].items():
+        print(f"  k = {k}: undefined, {why}")
+    top10 = sh["overlap"].get(10, float("nan"))
+    if not math.isfinite(top10) or top10 < 0.5:
+        print(
+            "  not converged at k = 10 (below 0.5): raise --n-networks, unless the architecture "
+            "is nearly isotropic (a flat spectrum)"
+        )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".npy":
+        np.save(out, art["vectors"].numpy())
+    else:
+        save_torch({**art, "model": plain(spec), "settings": plain(settings),
+                    "file": None, "arch": spec.model, "provenance": provenance()}, out)  # fmt: skip
+    print(f"wrote {len(art['vectors'])} NADs of d = {args.shape.d} to {out} (rows = NADs)")
+    return 0
+
+
+def cmd_plot_nads(args) -> int:
+    from .bases import read_basis
+    from .io import load_torch
+    from .plots import nad_figure
+
+    path = Path(args.file)
+    if path.suffix == ".pt":
+        art = load_torch(path)
+        if "vectors" not in art:
+            print(f"nadpipe plot-nads: {path} holds no NADs ('vectors')", file=sys.stderr)
+            return 2
+    else:
+        import torch
+
+        vectors = torch.from_numpy(read_basis(path)).float()
+        shape = args.shape or _square(vectors.shape[1])
+        art = {"vectors": vectors, "eigenvalues": None, "shape": list(shape), "file": str(path)}
+    if args.shape:
+        art["shape"] = list(args.shape)
+    out = args.out or str(path.with_suffix(".png"))
+    verdict, _ = nad_figure(art, args.name or path.stem, out, args.min_overlap)
+    print(f"{verdict}\nwrote {out}")
+    return 0
+
+
+def _square(d: int):
+    from .settings import Shape
+
+    side = math.isqrt(d)
+    if side * side != d:
+        raise SystemExit(f"nadpipe plot-nads: {d} coordinates are not a square image: give --shape C,H,W")
+    return Shape(1, side, side)
+
+
+def cmd_compare(args) -> int:
+    from .bases import BasisError, compare, read_basis, report
+
+    try:
+        a, b = read_basis(args.a), read_basis(args.b)
+        print(report(compare(a, b, tuple(args.k)), first=args.first))
+    except BasisError as e:
+        print(f"nadpipe compare: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def cmd_doctor(args) -> int:
+    """What a bug report needs: versions, devices, GPU slots, Slurm, CIFAR-10."""
+    from . import __version__
+    from .cifar import missing_files
+    from .provenance import source_hash
+    from .slots import SLOTS_ENV, slot_count
+
+    lines = [
+        f"nadpipe {__version__} (library source {source_hash()}) at {Path(__file__).parent}",
+        f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPU cores",
+    ]
+    import torch
+
+    lines.append(f"torch {torch.__version__}, torchvision {_version('torchvision')}")
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        lines.append(f"CUDA {torch.version.cuda}: {len(names)} device(s): {', '.join(names)}")
+    else:
+        lines.append(f"CUDA: no device (torch built with CUDA {torch.version.cuda or 'none'}); jobs run on the CPU")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
+    slots = slot_count(None, None)
+    lines.append(f"GPU slots for jobs: {slots} (CUDA_VISIBLE_DEVICES {visible}; {SLOTS_ENV} "
+                 f"{os.environ.get(SLOTS_ENV, 'not set')})")  # fmt: skip
+    for pkg in ("snakemake", "snakemake-executor-plugin-slurm", "pandas", "pyarrow",
+                "matplotlib", "jsonschema"):  # fmt: skip
+        lines.append(f"{pkg} {_version(pkg)}")
+    sinfo = shutil.which("sinfo")
+    if sinfo:
+        res = subprocess.run([sinfo, "--version"], capture_output=True, text=True, timeout=30)
+        if res.returncode == 0:
+            lines.append(f"Slurm: {res.stdout.strip()} ({sinfo})")
+        else:
+            last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+            lines.append(f"Slurm: {sinfo} is installed but reaches no cluster ({last})")
+    else:
+        lines.append("Slurm: not found (sinfo not on PATH); profiles/slurm needs it")
+    root = args.cifar10
+    missing = missing_files(root)
+    lines.append(
+        f"CIFAR-10 under {root!r}: " + ("found" if not missing else f"not found (missing {len(missing)} of 7 files)")
+    )
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    lines.append(f"Chromium (report check): {chromium or 'not found'}")
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_config(args) -> int:
+    from .config import reference_table
+
+    schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+    if not schema.exists():
+        print("nadpipe config: the schema lives in the checkout (workflow/schemas/); run from it", file=sys.stderr)
+        return 2
+    print(reference_table(schema), end="")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    from .settings import NadSettings, Shape
+
+    d = NadSettings()
+    p = argparse.ArgumentParser(
+        prog="nadpipe",
+        description="Neural anisotropy directions of any model, without Snakemake "
+        "(the workflow: snakemake --cores all).",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str, func):
+        c = sub.add_parser(name, help=help, description=help,
+                           epilog=f"example:\n  {EXAMPLES[name]}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        c.set_defaults(func=func)
+        return c
+
+    c = command("nads", "Compute the NADs of a registry or user model.", cmd_nads)
+    c.add_argument("--model", required=True, help="registry name (lenet, resnet18, ...) or package.module:callable")
+    c.add_argument("--kwargs", type=_json, default={}, help="builder keyword arguments as JSON")
+    c.add_argument("--shape", type=_shape, default=Shape(1, 32, 32), help="input C,H,W (default 1,32,32)")
+    c.add_argument("--estimator", choices=("dipole", "gradient"), default=d.estimator)
+    c.add_argument("--step", type=float, default=d.step, help=f"dipole step h (default {d.step})")
+    c.add_argument("--n-networks", type=int, default=d.n_networks, help=f"random networks (default {d.n_networks}, the paper's)")
+    c.add_argument("--n-points", type=int, default=d.n_points, help="evaluation points x0")
+    c.add_argument("--seed", type=int, default=d.seed)
+    c.add_argument("--top-k", type=int, default=None, help="keep the first k NADs (needed above 4096 inputs)")
+    c.add_argument("--no-windows", action="store_true", help="dipole: every probe through the whole network")
+    c.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present")
+    c.add_argument("--out", required=True, help=".npy (rows = NADs) or .pt (the full artifact)")
+    c = command("plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads)
+    c.add_argument("file")
+    c.add_argument("--out", help="the PNG (default: FILE with .png)")
+    c.add_argument("--shape", type=_shape, help="C,H,W of a basis that is not a square 1-channel image")
+    c.add_argument("--name", help="the architecture's name in the title")
+    c.add_argument("--min-overlap", type=float, default=0.5, help="the convergence warning's threshold")
+    c = command("compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare)
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("-k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    c.add_argument("--first", type=int, default=10, help="matching NADs listed one by one")
+    c = command("doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor)
+    c.add_argument("--cifar10", default="data/cifar10", help="where CIFAR-10 is looked for")
+    command("config", "Print every config key with its default and meaning (markdown).", cmd_config)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The `nadpipe` command, run as a user runs it (the installed script)."""
+
+import shutil
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+import torch
+from conftest import SCHEMA
+
+from nadpipe import cifar
+from nadpipe.config import reference_table
+from nadpipe.models import build
+from nadpipe.nads import compute_nads
+from nadpipe.settings import ModelSpec, NadSettings, Shape
+
+SCRIPT = shutil.which("nadpipe", path=str(Path(sys.executable).parent)) or shutil.which("nadpipe")
+
+
+def nadpipe(*args, cwd=None, check=True):
+    assert SCRIPT, "the nadpipe command is not installed (pip install -e .)"
+    res = subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd)
+    if check and res.returncode != 0:
+        raise AssertionError(f"nadpipe {' '.join(args)}: {res.stdout}\n{res.stderr}")
+    return res
+
+
+@pytest.mark.parametrize("command", ["nads", "plot-nads", "compare", "doctor", "config"])
+def test_every_command_has_help_with_an_example(command):
+    out = nadpipe(command, "--help").stdout
+    assert "example:" in out and f"nadpipe {command}" in out.split("example:")[1]
+
+
+def test_nads_of_a_registry_model_are_the_librarys(tmp_path):
+    res = nadpipe("nads", "--model", "lenet", "--n-networks", "24", "--out", str(tmp_path / "l.npy"))
+    assert "split-half subspace overlaps" in res.stdout and "k=10:" in res.stdout
+    assert "undefined, each half's covariance has rank 11 < 50" in res.stdout
+    assert "raise --n-networks" in res.stdout  # 24 networks are far from converged
+    assert "NADs:" in res.stderr  # progress (plain lines when not on a terminal)
+    vectors = np.load(tmp_path / "l.npy")
+    spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
+    art = compute_nads(partial(build, spec), NadSettings(n_networks=24), spec.shape, progress=False)
+    assert np.array_equal(vectors, art["vectors"].numpy())  # one code path: the same bytes
+
+
+def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
+    (tmp_path / "mynets.py").write_text(
+        "from torch import nn\n"
+        "def small_cnn(in_channels, num_classes, input_size, width=4):\n"
+        "    h, w = input_size\n"
+        "    return nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(),\n"
+        "                         nn.AvgPool2d(2), nn.Flatten(),\n"
+        "                         nn.Linear(width * h * w // 4, num_classes))\n"
+    )
+    out = tmp_path / "cnn.pt"
+    nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape", "3,16,16",
+            "--estimator", "gradient", "--n-networks", "30", "--out", str(out), cwd=tmp_path)  # fmt: skip
+    art = torch.load(out, weights_only=True)
+    assert art["vectors"].shape == (768, 768) and art["shape"] == [3, 16, 16]
+    assert art["model"]["kwargs"] == {"width": 6} and art["provenance"]["nadpipe_version"]
+    png = tmp_path / "cnn.png"
+    nadpipe("plot-nads", str(out), "--out", str(png))
+    assert mpimg.imread(png).std() > 0.05
+    bad = nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"depth": 2}',
+                  "--out", str(tmp_path / "x.npy"), cwd=tmp_path, check=False)  # fmt: skip
+    assert bad.returncode == 2 and "unexpected keyword argument 'depth'" in bad.stderr
+    bad = nadpipe("nads", "--model", "lenet", "--shape", "3x32", "--out", "x.npy", check=False)
+    assert bad.returncode == 2 and "--shape takes C,H,W" in bad.stderr
+
+
+def test_compare_prints_the_overlaps_of_a_known_pair_of_bases(tmp_path):
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((64, 64)))[0].T
+    mixed = np.concatenate([q[:10][::-1], q[10:]])  # the same first 10 NADs, in another order
+    np.save(tmp_path / "a.npy", q)
+    np.save(tmp_path / "b.npy", mixed)
+    out = nadpipe("compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "-k", "1", "10", "20").stdout
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line[:1].isdigit()}
+    assert float(lines["10"][1]) == pytest.approx(1.0) and float(lines["20"][1]) == pytest.approx(1.0)
+    assert float(lines["1"][1]) < 0.01  # NAD 0 of one is NAD 9 of the other
+    assert "(0.156)" in out  # chance: k / d = 10 / 64
+    assert "0: 0.00" in out and "10: 1.00" not in out.split("|cos|")[1][:0]
+    np.save(tmp_path / "c.npy", np.eye(32))
+    bad = nadpipe("compare", str(tmp_path / "a.npy"), str(tmp_path / "c.npy"), check=False)
+    assert bad.returncode == 2 and "rows of 64 and 32 coordinates" in bad.stderr
+
+
+def test_doctor_names_what_a_bug_report_needs(tmp_path):
+    out = nadpipe("doctor", "--cifar10", str(tmp_path / "none")).stdout
+    assert f"torch {torch.__version__}" in out and "snakemake" in out and "Slurm:" in out
+    assert "CUDA" in out and "GPU slots" in out
+    assert f"CIFAR-10 under '{tmp_path / 'none'}': not found" in out
+    cifar.write_cifar10_like(str(tmp_path / "c10"), n_train=10, n_test=5)
+    assert "': found" in nadpipe("doctor", "--cifar10", str(tmp_path / "c10")).stdout
+
+
+def test_config_prints_the_table_of_keys():
+    assert nadpipe("config").stdout == reference_table(SCHEMA)
