@@ -320,3 +320,36 @@ def test_validation_studies_run_end_to_end(tmp_path):
     for study, arch in (("single_direction", "lenet_nopool"), ("fourier", "lenet")):
         img = mpimg.imread(tmp_path / f"results/{study}/plots/accuracy_{arch}.png")
         assert img.shape[1] > 400 and img.std() > 0.05
+
+
+def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path):
+    basis = np.linalg.qr(np.random.default_rng(3).standard_normal((1024, 1024)))[0].T[:1001]
+    np.save(tmp_path / "published.npy", basis.astype(np.float32))  # as the NAD repository's
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "configs" / "nad_paper.yaml").read_text()))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    reduced = {
+        "nads": {"n_networks": 30},
+        "architectures": {"published": {"model": "lenet", "nads_file": str(tmp_path / "published.npy")}},
+        "single_direction": {"architectures": ["lenet", "published"], "indices": [0, 1000],
+                             "n_train": 600, "n_test": 200, "train": {"epochs": 2}},
+        "fourier": {"architectures": ["lenet"], "size": 2, "n_train": 600, "n_test": 200,
+                    "train": {"epochs": 2}},
+    }  # fmt: skip
+    (tmp_path / "reduced.yaml").write_text(yaml.safe_dump(reduced))
+    snakemake(tmp_path, "--cores", "2", "--configfile", str(tmp_path / "reduced.yaml"))
+    df = pd.read_parquet(tmp_path / "results/single_direction/summary.parquet")
+    row = df.iloc[0]
+    # the NAD code's protocol: SGD without momentum, lr 0.5 falling linearly, clipping 0.5,
+    # x = +-(eps'/2) v + w with eps' = 1, sigma 3
+    assert (row.lr_schedule, row.lr_max, row.momentum, row.grad_clip) == ("linear_decay", 0.5, 0.0, 0.5)
+    assert (row.eps, row.sigma) == (0.5, 3.0)
+    published = df[df["arch"] == "published"]
+    assert set(published["nad_file"]) == {str(tmp_path / "published.npy")}
+    assert np.array_equal(np.load(tmp_path / "results/nads/published.npy"), basis.astype(np.float32))
+    fourier = pd.read_parquet(tmp_path / "results/fourier/summary.parquet")
+    assert set(zip(fourier["freq_a"], fourier["freq_b"], strict=True)) == {
+        (-1, -1), (-1, 0), (0, -1), (0, 0)
+    }  # fmt: skip  # the centred grid: the zero frequency in the middle
+    img = mpimg.imread(tmp_path / "results/fourier/plots/accuracy_lenet.png")
+    assert img.std() > 0.05
