@@ -463,3 +463,70 @@ def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):
     assert res.returncode != 0
     logs = "".join(p.read_text() for p in (tmp_path / "logs/nad_pairs/train/mlp").glob("*.log"))
     assert "TrainingDiverged" in logs and "fail_on_divergence" in logs
+
+
+def test_the_report_in_a_real_browser(run, tmp_path):
+    """Every category, figure and caption of the micro run's report, as headless Chromium
+    shows them."""
+    from browser.chromium import driver
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from nadpipe.studies import REGISTRY
+
+    workdir, _ = run
+    snakemake(workdir, "--report", "browser.html")
+    d = driver(tmp_path)
+    try:
+        wait = WebDriverWait(d, 20)
+
+        def load():
+            d.get(f"file://{workdir / 'browser.html'}")
+            wait.until(lambda d: "Headline numbers" in body())
+
+        def click(text):
+            path = f"//*[self::span or self::a or self::td][normalize-space(text())='{text}']"
+            wait.until(lambda d: d.find_elements(By.XPATH, path))[0].click()
+
+        def body():
+            return d.find_element(By.TAG_NAME, "body").text
+
+        load()
+        landing = body()
+        assert "What ran" in landing and "Headline numbers" in landing
+        assert (
+            "nad_pairs: test accuracy (%)" in landing
+            and "lenet: the most one-sided cell" in landing
+        )
+
+        def open_result(name, button):
+            """The lenet (or "all") row of a nad_pairs subcategory; click its eye (0) or info (1)."""
+            load()
+            click("nad_pairs")
+            click(name)
+            rows = wait.until(lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "table tr")
+                                         if r.text.startswith(("lenet", "all"))])  # fmt: skip
+            rows[0].find_elements(By.TAG_NAME, "a")[button].click()
+
+        captions = {f: REGISTRY["nad_pairs"].figures[f].caption.split("{arch}")[0] for f in FIGURES}
+        captions["summary"] = "Test accuracy (%) of every architecture"
+        for name, caption_start in captions.items():
+            open_result(name, 1)
+            wait.until(lambda d, c=caption_start.strip(): c in body())
+            text = body()
+            assert "System Message" not in text and "Docutils" not in text
+            if name != "summary":
+                open_result(name, 0)
+                shown = wait.until(lambda d, n=name: [
+                    i for i in d.find_elements(By.TAG_NAME, "img")
+                    if f"filename={n}_lenet.png" in (i.get_attribute("src") or "")
+                ])  # fmt: skip
+                assert shown[0].size["width"] > 100, name
+        load()
+        click("NADs")
+        wait.until(lambda d: "per architecture" in body() and "signatures" in body())
+        load()
+        click("Configuration")
+        wait.until(lambda d: "config" in body())
+    finally:
+        d.quit()
