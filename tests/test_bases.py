@@ -37,10 +37,22 @@ def test_good_basis_files_are_read_as_rows(tmp_path, name, save):
         ("missing.npy", None, r"no file"),
         ("b.txt", lambda p: p.write_text("1 2"), r"unknown extension '.txt'"),
         ("bad.npy", lambda p: p.write_bytes(b"\x93NUMPY garbage"), r"cannot be read"),
-        ("cols.npy", lambda p: np.save(p, Q[:10].T), r"rows of 10 coordinates.*are the NADs its columns"),
-        ("scaled.npy", lambda p: np.save(p, 2 * Q), r"not orthonormal \(largest \|V V\^T - I\| entry 3"),
+        (
+            "cols.npy",
+            lambda p: np.save(p, Q[:10].T),
+            r"rows of 10 coordinates.*are the NADs its columns",
+        ),
+        (
+            "scaled.npy",
+            lambda p: np.save(p, 2 * Q),
+            r"not orthonormal \(largest \|V V\^T - I\| entry 3",
+        ),
         ("nan.npy", lambda p: np.save(p, np.where(np.eye(64) > 0, np.nan, Q)), r"64 non-finite"),
-        ("d.npy", lambda p: np.save(p, Q[:, :32]), r"rows of 32 coordinates, but the inputs have 64"),
+        (
+            "d.npy",
+            lambda p: np.save(p, Q[:, :32]),
+            r"rows of 32 coordinates, but the inputs have 64",
+        ),
         ("many.npz", lambda p: np.savez(p, a=Q, b=Q), r"holds arrays \['a', 'b'\]"),
         ("tall.npy", lambda p: np.save(p, np.ones((70, 64))), r"70 rows of 64: not a basis"),
     ],
@@ -63,10 +75,14 @@ def test_a_basis_file_serves_the_studies_and_a_bad_one_stops_the_config(tmp_path
     assert Plan(loaded).nad_job("lenet").file == str(tmp_path / "mine.npy")
     assert not [w for w in warnings if "lenet" in w]  # a file has no covariance rank to warn of
     cfg["nad_pairs"]["indices"] = [0, 300]
-    with pytest.raises(nc.ConfigError, match=r"nad_pairs.indices.1.*300 is greater than the maximum of 299"):
+    with pytest.raises(
+        nc.ConfigError, match=r"nad_pairs.indices.1.*300 is greater than the maximum of 299"
+    ):
         nc.load_config(cfg, SCHEMA)
     np.save(tmp_path / "mine.npy", basis[:300].T)  # columns, not rows
-    with pytest.raises(nc.ConfigError, match=r"'architectures.lenet.nads_file': .*are the NADs its columns"):
+    with pytest.raises(
+        nc.ConfigError, match=r"'architectures.lenet.nads_file': .*are the NADs its columns"
+    ):
         nc.load_config(cfg, SCHEMA)
     cfg["architectures"]["lenet"]["nads"] = {"n_networks": 64}
     with pytest.raises(nc.ConfigError, match=r"'architectures.lenet.nads': .*nads_file.*ignored"):

@@ -306,6 +306,8 @@ def test_validation_studies_run_end_to_end(tmp_path):
     lenet0 = test.loc[("lenet", 0)]
     assert lenet0["band_without_0_0"] < 0.6 and lenet0["band_only_0_0"] > 0.85
     assert lenet0["band_without_1_1023"] > 0.85
+    bands = mpimg.imread(tmp_path / "results/single_direction/plots/nad_bands_lenet.png")
+    assert bands.std() > 0.05
     assert set(df["sigma"]) == {1.0} and set(df["n_train"]) == {2000}
     fourier = pd.read_parquet(tmp_path / "results/fourier/summary.parquet")
     assert {(a, b) for a, b in zip(fourier["freq_a"], fourier["freq_b"], strict=True)} == {
@@ -330,7 +332,9 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     reduced = {
         "nads": {"n_networks": 30},
-        "architectures": {"published": {"model": "lenet", "nads_file": str(tmp_path / "published.npy")}},
+        "architectures": {
+            "published": {"model": "lenet", "nads_file": str(tmp_path / "published.npy")}
+        },
         "single_direction": {"architectures": ["lenet", "published"], "indices": [0, 1000],
                              "n_train": 600, "n_test": 200, "train": {"epochs": 2}},
         "fourier": {"architectures": ["lenet"], "size": 2, "n_train": 600, "n_test": 200,
@@ -342,11 +346,18 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     row = df.iloc[0]
     # the NAD code's protocol: SGD without momentum, lr 0.5 falling linearly, clipping 0.5,
     # x = +-(eps'/2) v + w with eps' = 1, sigma 3
-    assert (row.lr_schedule, row.lr_max, row.momentum, row.grad_clip) == ("linear_decay", 0.5, 0.0, 0.5)
+    assert (row.lr_schedule, row.lr_max, row.momentum, row.grad_clip) == (
+        "linear_decay",
+        0.5,
+        0.0,
+        0.5,
+    )
     assert (row.eps, row.sigma) == (0.5, 3.0)
     published = df[df["arch"] == "published"]
     assert set(published["nad_file"]) == {str(tmp_path / "published.npy")}
-    assert np.array_equal(np.load(tmp_path / "results/nads/published.npy"), basis.astype(np.float32))
+    assert np.array_equal(
+        np.load(tmp_path / "results/nads/published.npy"), basis.astype(np.float32)
+    )
     fourier = pd.read_parquet(tmp_path / "results/fourier/summary.parquet")
     assert set(zip(fourier["freq_a"], fourier["freq_b"], strict=True)) == {
         (-1, -1), (-1, 0), (0, -1), (0, 0)

@@ -36,7 +36,9 @@ def test_every_command_has_help_with_an_example(command):
 
 
 def test_nads_of_a_registry_model_are_the_librarys(tmp_path):
-    res = nadpipe("nads", "--model", "lenet", "--n-networks", "24", "--out", str(tmp_path / "l.npy"))
+    res = nadpipe(
+        "nads", "--model", "lenet", "--n-networks", "24", "--out", str(tmp_path / "l.npy")
+    )
     assert "split-half subspace overlaps" in res.stdout and "k=10:" in res.stdout
     assert "undefined, each half's covariance has rank 11 < 50" in res.stdout
     assert "raise --n-networks" in res.stdout  # 24 networks are far from converged
@@ -57,8 +59,9 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
         "                         nn.Linear(width * h * w // 4, num_classes))\n"
     )
     out = tmp_path / "cnn.pt"
-    nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape", "3,16,16",
-            "--estimator", "gradient", "--n-networks", "30", "--out", str(out), cwd=tmp_path)  # fmt: skip
+    nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape",
+            "3,16,16", "--estimator", "gradient", "--n-networks", "30", "--out", str(out),
+            cwd=tmp_path)  # fmt: skip
     art = torch.load(out, weights_only=True)
     assert art["vectors"].shape == (768, 768) and art["shape"] == [3, 16, 16]
     assert art["model"]["kwargs"] == {"width": 6} and art["provenance"]["nadpipe_version"]
@@ -77,9 +80,13 @@ def test_compare_prints_the_overlaps_of_a_known_pair_of_bases(tmp_path):
     mixed = np.concatenate([q[:10][::-1], q[10:]])  # the same first 10 NADs, in another order
     np.save(tmp_path / "a.npy", q)
     np.save(tmp_path / "b.npy", mixed)
-    out = nadpipe("compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "-k", "1", "10", "20").stdout
+    out = nadpipe(
+        "compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "-k", "1", "10", "20"
+    ).stdout
     lines = {line.split()[0]: line.split() for line in out.splitlines() if line[:1].isdigit()}
-    assert float(lines["10"][1]) == pytest.approx(1.0) and float(lines["20"][1]) == pytest.approx(1.0)
+    assert float(lines["10"][1]) == pytest.approx(1.0) and float(lines["20"][1]) == pytest.approx(
+        1.0
+    )
     assert float(lines["1"][1]) < 0.01  # NAD 0 of one is NAD 9 of the other
     assert "(0.156)" in out  # chance: k / d = 10 / 64
     assert "0: 0.00" in out and "10: 1.00" not in out.split("|cos|")[1][:0]

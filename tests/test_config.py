@@ -393,3 +393,27 @@ def test_doing_what_the_rank_warning_says_removes_it():
     above = int(re.search(r"Raise nads.n_networks above (\d+)", warning)[1])
     cfg["nads"]["n_networks"] = above + 1  # exactly what it says
     assert nc.load_config(cfg, SCHEMA)[1] == []
+
+
+def test_nad_bands_lie_within_the_nads_of_every_architecture():
+    cfg = with_change(["analysis", "nad_bands"], {"enabled": True, "bands": [[0, 9], [10, 1023]]})
+    assert load(cfg).analysis.nad_bands.bands == ((0, 9), (10, 1023))
+    with pytest.raises(nc.ConfigError, match=r"'analysis.nad_bands.bands.1': \[10, 1024\] ends "
+                       r"past the last NAD of lenet \(1023: 1024 NADs"):  # fmt: skip
+        load(with_change(["analysis", "nad_bands", "bands"], [[0, 9], [10, 1024]], cfg))
+    with pytest.raises(nc.ConfigError, match=r"'analysis.nad_bands.bands.0': \[9, 0\] is empty"):
+        load(with_change(["analysis", "nad_bands", "bands"], [[9, 0]], cfg))
+    few = with_change(["architectures", "lenet"], {"nads": {"top_k": 64}}, cfg)
+    few["nad_pairs"]["indices"] = [0, 10]
+    with pytest.raises(nc.ConfigError, match=r"bands.1.*past the last NAD of lenet \(63: 64 NADs"):
+        load(few)
+    # nothing evaluates the bands while they are disabled
+    load(with_change(["analysis", "nad_bands", "enabled"], False, few))
+
+
+def test_an_invalid_value_is_not_also_reported_as_an_unknown_key():
+    with pytest.raises(nc.ConfigError) as err:
+        load(with_change(["nad_pairs", "train", "epochs"], 10.0))
+    assert str(err.value) == (
+        "invalid config:\n  config key 'nad_pairs.train.epochs': 10.0 is not an integer: write 10"
+    )

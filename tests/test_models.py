@@ -205,7 +205,9 @@ def test_attention_and_mixer_models_run_through_nads_training_and_the_measures(n
 
     shape = Shape(1, 32, 32)
     spec = ModelSpec(name, {}, shape, 1)
-    art = compute_nads(partial(build, spec), NadSettings("gradient", n_networks=24), shape, progress=False)
+    art = compute_nads(
+        partial(build, spec), NadSettings("gradient", n_networks=24), shape, progress=False
+    )
     assert torch.isfinite(art["vectors"]).all() and art["eigenvalues"][0] > 0
     # the dipole: windowed where the model allows (the patch embedding), equal to the plain path
     settings = NadSettings(n_networks=2)

@@ -173,10 +173,37 @@ class TenAboveThirty(torch.nn.Module):
 
 def test_doing_what_the_nad_warning_says_makes_it_go_away(tmp_path):
     shape = Shape(1, 32, 32)
-    art = compute_nads(TenAboveThirty, NadSettings("gradient", n_networks=40), shape, progress=False)
+    art = compute_nads(
+        TenAboveThirty, NadSettings("gradient", n_networks=40), shape, progress=False
+    )
     verdict, _ = plots.nad_figure(art, "model", str(tmp_path / "a.png"), min_overlap=0.5)
     assert verdict.startswith("WARNING") and "raise nads.n_networks (now 40)" in verdict
-    more = compute_nads(TenAboveThirty, NadSettings("gradient", n_networks=400), shape, progress=False)
+    more = compute_nads(
+        TenAboveThirty, NadSettings("gradient", n_networks=400), shape, progress=False
+    )
     verdict, fig = plots.nad_figure(more, "model", str(tmp_path / "b.png"), min_overlap=0.5)
     assert not verdict.startswith("WARNING")
     assert not any("converged" in t.get_text() for t in fig.texts)
+
+
+def test_nad_band_figure_puts_each_model_against_each_band(tmp_path):
+    rows = []
+    for k, (intact, w0, o0, w1, o1) in {5: (0.99, 0.5, 0.99, 0.98, 0.5),
+                                       40: (0.9, 0.88, 0.52, 0.5, 0.9)}.items():  # fmt: skip
+        for seed, shift in ((0, 0.0), (1, 0.02)):
+            rows.append(dict(study="single_direction", arch="lenet", variant=f"k{k}", nad_k=k,
+                             seed=seed, split="test", condition="all", accuracy=intact - shift,
+                             band_without_0_9=w0, band_only_0_9=o0, band_without_10_1023=w1,
+                             band_only_10_1023=o1))  # fmt: skip
+    df = pd.DataFrame(rows)
+    fig = plots.nad_bands_figure(df, "lenet", str(tmp_path / "b.png"))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "unchanged", "without 0–9", "without 10–1023", "only 0–9", "only 10–1023"
+    ]  # fmt: skip
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["k5", "k40"]
+    values = ax.images[0].get_array()
+    assert values[0, 0] == pytest.approx(98.0) and values[1, 2] == pytest.approx(50.0)
+    assert ax.images[0].get_clim() == (0, 100)
+    assert fig.axes[1].get_ylabel() == "test accuracy (%)"
+    assert mpimg.imread(tmp_path / "b.png").std() > 0.05

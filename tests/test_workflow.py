@@ -500,7 +500,8 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         )
 
         def open_result(name, button):
-            """The lenet (or "all") row of a nad_pairs subcategory; click its eye (0) or info (1)."""
+            """The lenet (or "all") row of a nad_pairs subcategory; click its eye (0) or its
+            info (1)."""
             load()
             click("nad_pairs")
             click(name)
@@ -512,7 +513,8 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         captions["summary"] = "Test accuracy (%) of every architecture"
         for name, caption_start in captions.items():
             open_result(name, 1)
-            wait.until(lambda d, c=caption_start.strip(): c in body())
+            start = caption_start.strip()
+            wait.until(lambda d, c=start: c in body())
             text = body()
             assert "System Message" not in text and "Docutils" not in text
             if name != "summary":

@@ -32,7 +32,9 @@ def _shape(text: str):
     try:
         c, h, w = (int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--shape takes C,H,W (e.g. 3,32,32), not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--shape takes C,H,W (e.g. 3,32,32), not {text!r}"
+        ) from None
     return Shape(c, h, w)
 
 
@@ -125,7 +127,9 @@ def _square(d: int):
 
     side = math.isqrt(d)
     if side * side != d:
-        raise SystemExit(f"nadpipe plot-nads: {d} coordinates are not a square image: give --shape C,H,W")
+        raise SystemExit(
+            f"nadpipe plot-nads: {d} coordinates are not a square image: give --shape C,H,W"
+        )
     return Shape(1, side, side)
 
 
@@ -166,7 +170,10 @@ def cmd_doctor(args) -> int:
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         lines.append(f"CUDA {torch.version.cuda}: {len(names)} device(s): {', '.join(names)}")
     else:
-        lines.append(f"CUDA: no device (torch built with CUDA {torch.version.cuda or 'none'}); jobs run on the CPU")
+        lines.append(
+            f"CUDA: no device (torch built with CUDA {torch.version.cuda or 'none'}); "
+            "jobs run on the CPU"
+        )
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
     slots = slot_count(None, None)
     lines.append(f"GPU slots for jobs: {slots} (CUDA_VISIBLE_DEVICES {visible}; {SLOTS_ENV} "
@@ -187,7 +194,8 @@ def cmd_doctor(args) -> int:
     root = args.cifar10
     missing = missing_files(root)
     lines.append(
-        f"CIFAR-10 under {root!r}: " + ("found" if not missing else f"not found (missing {len(missing)} of 7 files)")
+        f"CIFAR-10 under {root!r}: "
+        + ("found" if not missing else f"not found (missing {len(missing)} of 7 files)")
     )
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     lines.append(f"Chromium (report check): {chromium or 'not found'}")
@@ -200,7 +208,10 @@ def cmd_config(args) -> int:
 
     schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
     if not schema.exists():
-        print("nadpipe config: the schema lives in the checkout (workflow/schemas/); run from it", file=sys.stderr)
+        print(
+            "nadpipe config: the schema lives in the checkout (workflow/schemas/); run from it",
+            file=sys.stderr,
+        )
         return 2
     print(reference_table(schema), end="")
     return 0
@@ -225,30 +236,57 @@ def parser() -> argparse.ArgumentParser:
         return c
 
     c = command("nads", "Compute the NADs of a registry or user model.", cmd_nads)
-    c.add_argument("--model", required=True, help="registry name (lenet, resnet18, ...) or package.module:callable")
+    c.add_argument(
+        "--model",
+        required=True,
+        help="registry name (lenet, resnet18, ...) or package.module:callable",
+    )
     c.add_argument("--kwargs", type=_json, default={}, help="builder keyword arguments as JSON")
-    c.add_argument("--shape", type=_shape, default=Shape(1, 32, 32), help="input C,H,W (default 1,32,32)")
+    c.add_argument(
+        "--shape", type=_shape, default=Shape(1, 32, 32), help="input C,H,W (default 1,32,32)"
+    )
     c.add_argument("--estimator", choices=("dipole", "gradient"), default=d.estimator)
     c.add_argument("--step", type=float, default=d.step, help=f"dipole step h (default {d.step})")
-    c.add_argument("--n-networks", type=int, default=d.n_networks, help=f"random networks (default {d.n_networks}, the paper's)")
+    c.add_argument(
+        "--n-networks",
+        type=int,
+        default=d.n_networks,
+        help=f"random networks (default {d.n_networks}, the paper's)",
+    )
     c.add_argument("--n-points", type=int, default=d.n_points, help="evaluation points x0")
     c.add_argument("--seed", type=int, default=d.seed)
-    c.add_argument("--top-k", type=int, default=None, help="keep the first k NADs (needed above 4096 inputs)")
-    c.add_argument("--no-windows", action="store_true", help="dipole: every probe through the whole network")
-    c.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present")
+    c.add_argument(
+        "--top-k", type=int, default=None, help="keep the first k NADs (needed above 4096 inputs)"
+    )
+    c.add_argument(
+        "--no-windows", action="store_true", help="dipole: every probe through the whole network"
+    )
+    c.add_argument(
+        "--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present"
+    )
     c.add_argument("--out", required=True, help=".npy (rows = NADs) or .pt (the full artifact)")
-    c = command("plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads)
+    c = command(
+        "plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads
+    )
     c.add_argument("file")
     c.add_argument("--out", help="the PNG (default: FILE with .png)")
-    c.add_argument("--shape", type=_shape, help="C,H,W of a basis that is not a square 1-channel image")
+    c.add_argument(
+        "--shape", type=_shape, help="C,H,W of a basis that is not a square 1-channel image"
+    )
     c.add_argument("--name", help="the architecture's name in the title")
-    c.add_argument("--min-overlap", type=float, default=0.5, help="the convergence warning's threshold")
-    c = command("compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare)
+    c.add_argument(
+        "--min-overlap", type=float, default=0.5, help="the convergence warning's threshold"
+    )
+    c = command(
+        "compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare
+    )
     c.add_argument("a")
     c.add_argument("b")
     c.add_argument("-k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
     c.add_argument("--first", type=int, default=10, help="matching NADs listed one by one")
-    c = command("doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor)
+    c = command(
+        "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
+    )
     c.add_argument("--cifar10", default="data/cifar10", help="where CIFAR-10 is looked for")
     command("config", "Print every config key with its default and meaning (markdown).", cmd_config)
     return p

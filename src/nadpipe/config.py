@@ -89,7 +89,7 @@ def _block_class(path: list) -> type | None:
     return st.BLOCKS.get(head) if len(path) == 1 else None
 
 
-def _unknown_keys(err) -> str:
+def _unknown_keys(err) -> str | None:
     path = list(err.absolute_path)
     cls = _block_class(path)
     allowed = [f.name for f in fields(cls)] if cls else list(err.schema.get("properties", {}))
@@ -103,10 +103,12 @@ def _unknown_keys(err) -> str:
         close = difflib.get_close_matches(str(k), allowed, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         hints.append(f"unknown key {'.'.join([*map(str, path), str(k)])!r}{hint}")
+    if not hints:  # unevaluatedProperties also fires for a known key whose value is invalid
+        return None  # that value's own error says what is wrong
     return "; ".join(hints) + f". Valid keys here: {', '.join(allowed)}"
 
 
-def _message(err) -> str:
+def _message(err) -> str | None:
     path = list(err.absolute_path)
     key, x = _key(path), err.instance
     if err.validator in ("additionalProperties", "unevaluatedProperties"):
@@ -144,7 +146,8 @@ def validate(config: dict, schema_path: str | Path) -> dict:
         _validator_class()(schema).iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path))
     )
     if errors:
-        messages = list(dict.fromkeys(_message(e) for e in errors))
+        found = [_message(e) for e in errors]
+        messages = list(dict.fromkeys(m for m in found if m)) or [errors[0].message]
         raise ConfigError("invalid config:\n  " + "\n  ".join(messages))
     return cfg
 
@@ -306,6 +309,27 @@ def _check_indices(cfg: Config, study: str, s: StudySettings) -> None:
                 )
 
 
+def _check_bands(cfg: Config) -> None:
+    """Each band [first, last] of analysis.nad_bands within the NADs of every architecture of
+    a study that evaluates it."""
+    if not cfg.analysis.nad_bands.enabled:
+        return
+    archs = {
+        a for s in cfg.enabled() if REGISTRY[s].needs_nads for a in cfg.studies[s].architectures
+    }
+    for pos, (first, last) in enumerate(cfg.analysis.nad_bands.bands):
+        key = f"config key 'analysis.nad_bands.bands.{pos}'"
+        if first > last:
+            raise ConfigError(f"{key}: [{first}, {last}] is empty (write [first, last])")
+        for arch in sorted(archs):
+            if last >= nad_count(cfg, arch):
+                raise ConfigError(
+                    f"{key}: [{first}, {last}] ends past the last NAD of {arch} "
+                    f"({nad_count(cfg, arch) - 1}: {nad_count(cfg, arch)} NADs from "
+                    f"{cfg.nad_source(arch)}'s {cfg.nad_shape(arch)} inputs)"
+                )
+
+
 def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
     """Raise ConfigError naming architectures.NAME.model (or .kwargs) when the model cannot
     run as nadpipe runs it on `spec`'s inputs."""
@@ -384,6 +408,7 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
             check_model(cfg, name, spec)
     for study in cfg.enabled():
         _check_indices(cfg, study, cfg.studies[study])
+    _check_bands(cfg)
     if any(REGISTRY[s].needs_cifar for s in cfg.enabled()):
         from .cifar import missing_files, missing_message
 

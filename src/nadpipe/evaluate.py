@@ -130,13 +130,15 @@ def nad_bands(net: nn.Module, ctx: Context) -> tuple[dict, dict]:
     only that band kept (no retraining): which NADs the trained model uses."""
     x, y = ctx.splits["test"]
     row = {}
-    d = ctx.vectors.shape[1]
+    count, d = ctx.vectors.shape
+    if x[0].numel() % d:
+        raise ValueError(f"inputs of {x[0].numel()} coordinates are not blocks of the NADs' {d}")
     for lo, hi in ctx.settings.nad_bands.bands:
-        lo, hi = min(lo, ctx.vectors.shape[0] - 1), min(hi, ctx.vectors.shape[0] - 1)
-        if d and x[0].numel() % d == 0:
-            for keep, name in ((False, "without"), (True, "only")):
-                xb = project_out_band(x, ctx.vectors, (lo, hi), keep)
-                row[f"band_{name}_{lo}_{hi}"] = accuracy_and_loss(net, xb, y)[0]
+        if not 0 <= lo <= hi < count:  # the config check refuses these
+            raise ValueError(f"NAD band [{lo}, {hi}] outside the {count} NADs")
+        for keep, name in ((False, "without"), (True, "only")):
+            xb = project_out_band(x, ctx.vectors, (lo, hi), keep)
+            row[f"band_{name}_{lo}_{hi}"] = accuracy_and_loss(net, xb, y)[0]
     return row, {}
 
 

@@ -15,7 +15,7 @@ from itertools import product
 
 from .config import Config
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
-from .studies import REGISTRY, DataSpec
+from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure
 
 NAD = "results/nads/{arch}"
 MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
@@ -175,6 +175,13 @@ class Plan:
         bands = self.cfg.analysis.nad_bands.enabled and entry.needs_nads
         return entry.measures + (("nad_bands",) if bands else ())
 
+    def figures(self, study: str) -> dict[str, Figure]:
+        """The study's figures, and the NAD-band figure where its models are evaluated so."""
+        found = dict(REGISTRY[study].figures)
+        if "nad_bands" in self.measures(study):
+            found["nad_bands"] = NAD_BANDS
+        return found
+
     def eval_job(self, study: str, arch: str, variant: str, seed: int) -> EvalJob:
         entry = REGISTRY[study]
         measures = self.measures(study)
@@ -219,7 +226,7 @@ class Plan:
         return [c.path(EVAL) + ".parquet" for c in self.cells(study)]
 
     def figure_inputs(self, study: str, figure: str, arch: str) -> list[str]:
-        if REGISTRY[study].figures[figure].source == "arrays":
+        if self.figures(study)[figure].source == "arrays":
             return [c.path(EVAL) + ".npz" for c in self.section_cells(arch)]
         return [SUMMARY.format(study=study)]
 
@@ -231,7 +238,7 @@ class Plan:
             out += [SUMMARY.format(study=study), RUNS.format(study=study)]
             out += [
                 FIGURE.format(study=study, figure=f, arch=a)
-                for f in REGISTRY[study].figures
+                for f in self.figures(study)
                 for a in self.cfg.studies[study].architectures
             ]
             out.append(SUMMARY_TABLE.format(study=study))

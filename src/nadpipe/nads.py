@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict
 
@@ -150,7 +151,9 @@ def batched_sensitivities(
     if estimator == "gradient":
         # eval mode: points are independent, so the gradient of the sum is per point
         per_net = vmap(grad(lambda p, b, x: logit(p, b, x).sum(), argnums=2), in_dims=(0, 0, None))
-        g = per_net(params, buffers, x0)
+        with warnings.catch_warnings():  # attention under vmap: exact, by a slower fallback
+            warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
+            g = per_net(params, buffers, x0)
         done(n)
         return g.reshape(n, len(x0), d).double()
     # the dipole: each network's 2d probes through its own forward, batch_size at a time (as

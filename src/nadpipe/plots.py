@@ -471,9 +471,54 @@ def flip_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     return _save(fig, output)
 
 
+def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    """Rows: the models' variants; columns: the unchanged test inputs, then each band of
+    NADs removed, then each band alone; cells: test accuracy (%), mean over seeds."""
+    from .settings import DEFAULT_SHAPE
+    from .studies import REGISTRY
+
+    df = _rows_of(df, arch)
+    study = df["study"].iloc[0]
+    unmasked = next(iter(REGISTRY[study].conditions(DEFAULT_SHAPE)))  # every channel kept
+    test = df[(df["split"] == "test") & (df["condition"] == unmasked)]
+    bands = sorted(
+        {tuple(int(x) for x in c.split("_")[-2:]) for c in test if c.startswith("band_only_")}
+    )
+    if not bands:
+        raise ValueError(f"no NAD-band columns for {arch} in the {study} summary")
+    columns = {"accuracy": "unchanged"}
+    columns |= {f"band_without_{a}_{b}": f"without {a}–{b}" for a, b in bands}
+    columns |= {f"band_only_{a}_{b}": f"only {a}–{b}" for a, b in bands}
+    order = list(dict.fromkeys(test["variant"]))  # the summary's order (by index, frequency)
+    grid = test.groupby("variant", sort=False)[list(columns)].mean().reindex(order) * 100
+    values = grid.to_numpy(float)
+    fig, ax = plt.subplots(
+        figsize=(2.2 + 0.9 * len(columns), 1.8 + 0.32 * len(order)), constrained_layout=True
+    )
+    im = ax.imshow(values, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(columns)), list(columns.values()), rotation=35, ha="right")
+    ax.set_yticks(range(len(order)), order)
+    ax.set_ylabel("model (variant)")
+    ax.axvline(0.5, color="white", linewidth=2)
+    ax.axvline(0.5 + len(bands), color="white", linewidth=2)
+    if values.size <= 600:
+        for (r, c), v in np.ndenumerate(values):
+            label = "diverged" if not np.isfinite(v) else f"{v:.0f}"
+            ax.text(c, r, label, ha="center", va="center", fontsize=7,
+                    color="black" if np.isfinite(v) and v > 60 else "white")  # fmt: skip
+    fig.colorbar(im, ax=ax, label="test accuracy (%)")
+    ax.set_title(
+        f"{arch} ({study}): test accuracy with the inputs' components along NADs a–b\n"
+        f"removed (without) or alone kept (only); {test['seed'].nunique()} seed(s), no retraining",
+        fontsize=9,
+    )
+    return _save(fig, output)
+
+
 FIGURES = {
     f.__name__: f
     for f in (
+        nad_bands_figure,
         pair_heatmaps,
         reliance_heatmaps,
         complexity_heatmaps,

@@ -513,6 +513,15 @@ class Flip(Study):
         }
 
 
+# drawn for every architecture of a study with NADs when analysis.nad_bands is enabled
+NAD_BANDS = Figure(
+    "nad_bands_figure",
+    "{arch}: which NADs the trained models use. Test accuracy (%, mean over seeds) of each "
+    "model (row) on its unchanged test inputs, with their components along a band of NADs "
+    "removed ('without a-b'), and with only that band kept ('only a-b'); no retraining. A "
+    "model that relies on a band loses its accuracy without it and keeps it with it alone.",
+)
+
 REGISTRY: dict[str, Study] = {
     s.name: s for s in (NadPairs(), CifarNad(), Poison(), Flip(), SingleDirection(), Fourier())
 }

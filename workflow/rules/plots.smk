@@ -12,13 +12,11 @@ rule plot:
     log:
         "logs/{study}/plots/{figure}_{arch}.log",
     wildcard_constraints:
-        figure="|".join(sorted({f for s in REGISTRY.values() for f in s.figures})),
+        figure="|".join(sorted({f for s in REGISTRY for f in PLAN.figures(s)})),
     conda:
         CONDA_ENV
     params:
-        caption=lambda w: REGISTRY[w.study]
-        .figures[w.figure]
-        .caption.format(arch=w.arch),
-        function=lambda w: REGISTRY[w.study].figures[w.figure].function,
+        caption=lambda w: PLAN.figures(w.study)[w.figure].caption.format(arch=w.arch),
+        function=lambda w: PLAN.figures(w.study)[w.figure].function,
     script:
         "../scripts/plot.py"
