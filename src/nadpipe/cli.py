@@ -245,7 +245,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--shape", type=_shape, default=Shape(1, 32, 32), help="input C,H,W (default 1,32,32)"
     )
-    c.add_argument("--estimator", choices=("dipole", "gradient"), default=d.estimator)
+    c.add_argument(
+        "--estimator",
+        choices=("dipole", "gradient"),
+        default=d.estimator,
+        help="dipole: the NAD paper's central difference with step h (default); gradient: "
+        "the exact input gradient (faster)",
+    )
     c.add_argument("--step", type=float, default=d.step, help=f"dipole step h (default {d.step})")
     c.add_argument(
         "--n-networks",
@@ -253,8 +259,12 @@ def parser() -> argparse.ArgumentParser:
         default=d.n_networks,
         help=f"random networks (default {d.n_networks}, the paper's)",
     )
-    c.add_argument("--n-points", type=int, default=d.n_points, help="evaluation points x0")
-    c.add_argument("--seed", type=int, default=d.seed)
+    c.add_argument(
+        "--n-points", type=int, default=d.n_points, help="random points x0 pooled (default 1)"
+    )
+    c.add_argument(
+        "--seed", type=int, default=d.seed, help="seeds x0 and every network (default 0)"
+    )
     c.add_argument(
         "--top-k", type=int, default=None, help="keep the first k NADs (needed above 4096 inputs)"
     )
@@ -268,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
     c = command(
         "plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads
     )
-    c.add_argument("file")
+    c.add_argument("file", help="a .pt artifact (nadpipe nads, results/nads/) or a basis")
     c.add_argument("--out", help="the PNG (default: FILE with .png)")
     c.add_argument(
         "--shape", type=_shape, help="C,H,W of a basis that is not a square 1-channel image"
@@ -280,9 +290,15 @@ def parser() -> argparse.ArgumentParser:
     c = command(
         "compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare
     )
-    c.add_argument("a")
-    c.add_argument("b")
-    c.add_argument("-k", type=int, nargs="+", default=[1, 5, 10, 20, 50, 100])
+    c.add_argument("a", help="a NAD basis: .npy/.npz/.pt with rows = NADs, or a nadpipe artifact")
+    c.add_argument("b", help="the other basis, of the same input size")
+    c.add_argument(
+        "-k",
+        type=int,
+        nargs="+",
+        default=[1, 5, 10, 20, 50, 100],
+        help="subspace sizes (default 1 5 10 20 50 100)",
+    )
     c.add_argument("--first", type=int, default=10, help="matching NADs listed one by one")
     c = command(
         "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
