@@ -40,10 +40,24 @@ MICRO = {
 FIGURES = ("heatmap", "reliance", "complexity", "cross_sections")
 
 
+def snakemake_command(workdir: Path, *args: str) -> list[str]:
+    """Snakemake with this Snakefile in `workdir`."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        *args,
+    ]
+
+
 def snakemake(
     workdir: Path, *args: str, check: bool = True, env=None
 ) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    cmd = snakemake_command(workdir)
     res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env)
     if check and res.returncode != 0:
         raise AssertionError(
@@ -346,20 +360,7 @@ def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_pa
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
     # a first run that executes jobs for a while (every figure again)
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(copy),
-        "--cores",
-        "1",
-        "--forcerun",
-        "plot",
-        "plot_nads",
-    ]
+    cmd = snakemake_command(copy, "--cores", "1", "--forcerun", "plot", "plot_nads")
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
     while not (copy / ".nadpipe/run.lock").exists() and time.time() < deadline:
@@ -398,17 +399,7 @@ def test_a_killed_run_is_finished_by_following_snakemakes_advice(run, tmp_path):
     copy = _copy(workdir, tmp_path)
     for p in (copy / "results/nad_pairs/eval/mlp").glob("*"):
         p.unlink()  # work for a run to do
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(copy),
-        "--cores",
-        "1",
-    ]
+    cmd = snakemake_command(copy, "--cores", "1")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
