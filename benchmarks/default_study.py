@@ -46,9 +46,16 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> str:
         if x.dtype.kind in "fi" and y.dtype.kind in "fi":
             same = np.array_equal(x.astype(float), y.astype(float), equal_nan=True)
             if not same:
-                finite = np.isfinite(x.astype(float)) & np.isfinite(y.astype(float))
-                diff = np.abs(x[finite] - y[finite]).max() if finite.any() else float("nan")
-                lines.append(f"  {col}: {int((x != y).sum())} rows differ (max |diff| {diff:.3g})")
+                x, y = x.astype(float), y.astype(float)
+                both = np.isfinite(x) & np.isfinite(y)
+                differ = both & (x != y)
+                diff = np.abs(x[differ] - y[differ]).max() if differ.any() else 0.0
+                one = np.isfinite(x) != np.isfinite(y)
+                lines.append(
+                    f"  {col}: {int(differ.sum())} finite rows differ (max |diff| {diff:.3g}); "
+                    f"{int(one.sum())} rows finite in one only (this: {sorted(set(x[one]))[:3]}, "
+                    f"other: {sorted(set(y[one]))[:3]})"
+                )
         elif not (x == y).all():
             lines.append(f"  {col}: {int((x != y).sum())} rows differ")
     return "identical in every shared column" if not lines else "\n".join(lines)

@@ -35,5 +35,11 @@ def test_pairwise_overlaps_and_the_figure(tmp_path):
     assert ("a", "other_size", 10) not in get.index  # no common space
     assert set(df[df["arch_b"] == "fourier"]["arch_a"]) == set(bases)
     fig_path = tmp_path / "s.png"
-    signature_figure(df, str(fig_path))
+    fig = signature_figure(df, str(fig_path))
     assert fig_path.stat().st_size > 10_000
+    first = fig.axes[0]  # k = 10: rows and columns are the architectures, in order
+    assert [t.get_text() for t in first.get_yticklabels()] == sorted(bases)
+    cells = {t.get_text() for t in first.texts}
+    assert {"1.00", "0.00", "other\ninput size"} <= cells  # no common space: said, not blank
+    assert "energy share at the k lowest frequencies" in [a.get_ylabel() for a in fig.axes]
+    assert "subspace overlap ‖UₖVₖᵀ‖²/k" in [a.get_ylabel() for a in fig.axes]  # colour bar

@@ -55,7 +55,7 @@ def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) ->
     return pd.DataFrame(rows, columns=["arch_a", "arch_b", "k", "overlap"])
 
 
-def signature_figure(df: pd.DataFrame, output: str) -> None:
+def signature_figure(df: pd.DataFrame, output: str):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,16 +77,12 @@ def signature_figure(df: pd.DataFrame, output: str) -> None:
         )
         im = ax.imshow(grid.to_numpy(float), vmin=0, vmax=1, cmap="viridis")
         for (r, c), v in np.ndenumerate(grid.to_numpy(float)):
-            if np.isfinite(v):
-                ax.text(
-                    c,
-                    r,
-                    f"{v:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="white" if v < 0.6 else "black",
-                )
+            text, colour = (
+                (f"{v:.2f}", "white" if v < 0.6 else "black")
+                if np.isfinite(v)
+                else ("other\ninput size", "grey")
+            )
+            ax.text(c, r, text, ha="center", va="center", fontsize=7, color=colour)
         ax.set_xticks(range(len(archs)), archs, rotation=45, ha="right")
         ax.set_yticks(range(len(archs)), archs)
         ax.set_title(f"overlap of the first {k} NADs")
@@ -104,7 +100,7 @@ def signature_figure(df: pd.DataFrame, output: str) -> None:
     ax.set_title("how low-frequency the first NADs are")
     ax.legend(fontsize=8)
     fig.suptitle("Architecture signatures (1 = the same subspace; about k/d = unrelated)")
-    _save(fig, output)
+    return _save(fig, output)
 
 
 def signatures_job(npy: list[str], archs: list[str], shapes: list, table: str, figure: str) -> None:
