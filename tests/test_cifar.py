@@ -235,7 +235,7 @@ def test_cifar_changes_replan_only_what_they_touch(studies):
         "train": 1,
         "evaluate": 1,
         "aggregate": 1,
-        "plot": 1,
+        "plot": 2,  # the poison accuracy figure and the NAD-bands figure, both gain a model
         "report_summary": 1,
         "report_landing": 1,
         "resolved_config": 1,
@@ -269,6 +269,12 @@ def test_report_holds_the_cifar_figures_with_captions(studies):
     assert "NAD poisoning for lenet" in html and "NAD-flipped CIFAR-10 for lenet" in html
 
 
+# single_direction and fourier default to the NAD paper's protocol (10 000 samples, 20 epochs,
+# lr 0.5 falling linearly, no momentum, eps 0.5); a test-sized run of 2 000 samples and 8 epochs
+# learns D(NAD 0) under the underspecification paper's protocol and eps 1 (measured 0.93 test
+# accuracy for LeNet), not under the NAD paper's (0.73)
+SMALL_RUN_PROTOCOL = {"lr_max": 0.2, "lr_schedule": "triangular", "momentum": 0.9}
+
 VALIDATION = {
     "nads": {"n_networks": 40},
     "analysis": {"nad_bands": {"enabled": True, "bands": [[0, 0], [1, 1023]]}},
@@ -277,19 +283,21 @@ VALIDATION = {
         "enabled": True,
         "architectures": ["lenet", "lenet_nopool"],
         "indices": [0, 30],
+        "eps": 1.0,
         "sigma": 1.0,
         "n_train": 2000,
         "n_test": 500,
-        "train": {"epochs": 8},
+        "train": SMALL_RUN_PROTOCOL | {"epochs": 8},
     },
     "fourier": {
         "enabled": True,
         "architectures": ["lenet"],
         "size": 2,
+        "eps": 1.0,
         "sigma": 1.0,
         "n_train": 1500,
         "n_test": 500,
-        "train": {"epochs": 6},
+        "train": SMALL_RUN_PROTOCOL | {"epochs": 6},
     },
 }
 
