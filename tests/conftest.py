@@ -12,6 +12,18 @@ torch.set_num_threads(2)
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
+# the files that run the real workflow, longest first: pytest-xdist hands them out first, so the
+# two test processes finish together (loadfile keeps each file in one process)
+LONGEST_FIRST = ("test_workflow.py", "test_cifar.py", "test_slurm.py", "test_resume.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file keeps its own order
+
 
 @pytest.fixture
 def unit_vector():

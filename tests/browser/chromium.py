@@ -22,10 +22,11 @@ def ensure_installed() -> tuple[str, str]:
         pytest.fail("Chromium is not installed and cannot be here (needs root and apt-get): "
                     "apt-get install chromium chromium-driver")  # fmt: skip
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"]
+    wait = ["-o", "DPkg::Lock::Timeout=600"]  # the Slurm test may be installing at the same time
+    cmd = ["apt-get", "install", "-y", "-q", *wait, "chromium", "chromium-driver"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+        subprocess.run(["apt-get", "update", "-q", *wait], capture_output=True, env=env)
         res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         pytest.fail(f"cannot install Chromium: {res.stderr[-2000:]}")
