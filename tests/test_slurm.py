@@ -6,12 +6,12 @@ test with the reason; it is never skipped."""
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import REPO
+from test_workflow import snakemake_command
 
 SCRIPT = REPO / "tests" / "slurm" / "local_slurm.sh"
 
@@ -35,18 +35,9 @@ def cluster(tmp_path_factory):
 
 def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    cmd = [
-        "timeout",
-        "-k",
-        "10",
-        "720",  # Snakemake ignores SIGTERM: -k kills it
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(tmp_path),
+    timeout = ["timeout", "-k", "10", "720"]  # Snakemake ignores SIGTERM: -k kills it
+    cmd = timeout + snakemake_command(
+        tmp_path,
         "--profile",
         str(REPO / "profiles" / "slurm"),
         "--configfile",
@@ -59,7 +50,7 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
         "5",
         "--seconds-between-status-checks",
         "2",
-    ]
+    )
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     out = res.stdout + res.stderr
     assert res.returncode == 0, f"rc {res.returncode}:\n{out[-6000:]}"
