@@ -397,8 +397,8 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     fig.colorbar(im, ax=ax, label="test accuracy (%)")
     layout = "zero frequency in the centre" if a.min() < 0 else "zero frequency at the top left"
     fig.suptitle(
-        f"{arch}: trained on D(Fourier direction (a, b)), {_dv_title(test)}; {layout}; "
-        f"{test['seed'].nunique()} seed(s)",
+        f"{arch}: trained on D(Fourier direction (a, b)), {_dv_title(test)}\n{layout}; "
+        f"{test['seed'].nunique()} seed(s)",  # two lines: one is wider than the figure
         fontsize=9,
     )
     return _save(fig, output)
