@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import difflib
 import math
-import os
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -485,11 +484,6 @@ def load_config(config: dict, schema_path: str | Path) -> tuple[Config, list[str
     raw = validate(config, schema_path)
     cfg = build(raw)
     return cfg, check(cfg, raw)
-
-
-def load_yaml(path: str | os.PathLike) -> dict:
-    with open(path) as f:
-        return yaml.safe_load(f) or {}
 
 
 # -- the table of keys in the README, from the schema (meaning) and the settings (default) ------
