@@ -206,16 +206,23 @@ def densenet121(
     return nn.Sequential(*layers)
 
 
+def _patches(input_size: Sequence[int], patch: int) -> int:
+    """The number of non-overlapping patch x patch patches of an input; an error unless they
+    tile it."""
+    h, w = input_size
+    if h % patch or w % patch:
+        raise ValueError(f"input size {h}x{w} is not a multiple of the patch size {patch}")
+    return (h // patch) * (w // patch)
+
+
 class _PatchEmbed(nn.Module):
     """Non-overlapping patches to tokens (batch, patches, dim), plus learned positions."""
 
     def __init__(self, in_channels: int, dim: int, patch: int, input_size: Sequence[int]):
         super().__init__()
-        h, w = input_size
-        if h % patch or w % patch:
-            raise ValueError(f"input size {h}x{w} is not a multiple of the patch size {patch}")
+        tokens = _patches(input_size, patch)
         self.proj = nn.Conv2d(in_channels, dim, patch, stride=patch)
-        self.pos = nn.Parameter(torch.randn(1, (h // patch) * (w // patch), dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x).flatten(2).transpose(1, 2) + self.pos
@@ -277,10 +284,7 @@ class _MixerBlock(nn.Module):
 class _Mixer(nn.Module):
     def __init__(self, in_channels, num_classes, input_size, patch, dim, depth):
         super().__init__()
-        h, w = input_size
-        if h % patch or w % patch:
-            raise ValueError(f"input size {h}x{w} is not a multiple of the patch size {patch}")
-        tokens = (h // patch) * (w // patch)
+        tokens = _patches(input_size, patch)
         self.proj = nn.Conv2d(in_channels, dim, patch, stride=patch)
         self.blocks = nn.Sequential(*[_MixerBlock(tokens, dim, dim, 2 * dim) for _ in range(depth)])
         self.norm = nn.LayerNorm(dim)
