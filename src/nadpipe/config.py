@@ -295,16 +295,17 @@ def _check_indices(cfg: Config, study: str, s: StudySettings) -> None:
     indices = getattr(s, "indices", None)
     if indices is None or not REGISTRY[study].needs_nads:
         return
-    extra = 1 if study == "poison" else 0  # carriers along NADs i and i + 1
+    extra = REGISTRY[study].index_extra
     for arch in s.architectures:
-        last = nad_count(cfg, arch) - 1 - extra
+        count = nad_count(cfg, arch)  # reads a NAD file: once per architecture
+        last = count - 1 - extra
         for pos, k in enumerate(indices):
             if k > last:
                 src = cfg.nad_source(arch)
                 raise ConfigError(
                     f"config key '{study}.indices.{pos}': {k} is greater than the maximum of "
                     f"{last} (the last NAD{' but one' if extra else ''} of {arch}: "
-                    f"{nad_count(cfg, arch)} NADs from {src}'s {cfg.nad_shape(arch)} inputs)"
+                    f"{count} NADs from {src}'s {cfg.nad_shape(arch)} inputs)"
                 )
 
 
@@ -316,15 +317,16 @@ def _check_bands(cfg: Config) -> None:
     archs = {
         a for s in cfg.enabled() if REGISTRY[s].needs_nads for a in cfg.studies[s].architectures
     }
+    counts = {arch: nad_count(cfg, arch) for arch in sorted(archs)}  # reads NAD files once
     for pos, (first, last) in enumerate(cfg.analysis.nad_bands.bands):
         key = f"config key 'analysis.nad_bands.bands.{pos}'"
         if first > last:
             raise ConfigError(f"{key}: [{first}, {last}] is empty (write [first, last])")
-        for arch in sorted(archs):
-            if last >= nad_count(cfg, arch):
+        for arch, count in counts.items():
+            if last >= count:
                 raise ConfigError(
                     f"{key}: [{first}, {last}] ends past the last NAD of {arch} "
-                    f"({nad_count(cfg, arch) - 1}: {nad_count(cfg, arch)} NADs from "
+                    f"({count - 1}: {count} NADs from "
                     f"{cfg.nad_source(arch)}'s {cfg.nad_shape(arch)} inputs)"
                 )
 
@@ -456,13 +458,12 @@ def rank_warnings(cfg: Config) -> list[str]:
         s, entry = cfg.studies[study], REGISTRY[study]
         if not entry.needs_nads or not hasattr(s, "indices"):
             continue
-        extra = 1 if study == "poison" else 0
         for arch in s.architectures:
             src = cfg.nad_source(arch)
             if cfg.arch(src).nads_file:
                 continue
             used = by_source.setdefault(src, {}).setdefault(f"{study}.indices", set())
-            used.update(k + d for k in s.indices for d in range(extra + 1))
+            used.update(n for v in entry.variants(s) for n in v.nad_indices())
     out = []
     for src, by_key in sorted(by_source.items()):
         nc = cfg.nad_config(src)

@@ -189,6 +189,7 @@ class Study:
     classes: ClassVar[int] = 2
     needs_nads: ClassVar[bool] = True
     needs_cifar: ClassVar[bool] = False
+    index_extra: ClassVar[int] = 0  # NADs past a configured index k a cell uses (k .. k + this)
     measures: ClassVar[tuple[str, ...]] = ()
     figures: ClassVar[dict[str, Figure]] = {}
 
@@ -444,6 +445,7 @@ class Poison(Study):
     data_keys = ("eps",)
     classes = 10
     needs_cifar = True
+    index_extra = 1  # carriers along NADs i and i + 1 (Poisoned.nad_indices)
     figures = {
         "accuracy": Figure(
             "poison_figure",
