@@ -23,6 +23,14 @@ def pytest_collection_modifyitems(items):
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: each file keeps its own order
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(
+            reason="needs CUDA, which this machine lacks (CI has none): run "
+            "`python3 -m pytest -m gpu` on a GPU machine"
+        )
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture

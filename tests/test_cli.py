@@ -49,6 +49,15 @@ def test_nads_of_a_registry_model_are_the_librarys(tmp_path):
     assert np.array_equal(vectors, art["vectors"].numpy())  # one code path: the same bytes
 
 
+@pytest.mark.gpu
+def test_nads_on_cuda_agree_with_the_cpu(tmp_path):
+    for device in ("cpu", "cuda"):
+        args = ("--model", "lenet", "--n-networks", "24", "--device", device)
+        nadpipe("nads", *args, "--out", str(tmp_path / f"{device}.npy"))
+    cpu, gpu = (np.load(tmp_path / f"{d}.npy") for d in ("cpu", "cuda"))
+    assert np.square(cpu[:5] @ gpu[:5].T).sum() / 5 > 0.99  # the same leading NADs
+
+
 def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
     (tmp_path / "mynets.py").write_text(
         "from torch import nn\n"
@@ -98,7 +107,11 @@ def test_compare_prints_the_overlaps_of_a_known_pair_of_bases(tmp_path):
 def test_doctor_names_what_a_bug_report_needs(tmp_path):
     out = nadpipe("doctor", "--cifar10", str(tmp_path / "none")).stdout
     assert f"torch {torch.__version__}" in out and "snakemake" in out and "Slurm:" in out
-    assert "CUDA" in out and "GPU slots" in out
+    assert (
+        "CUDA" in out
+        and "GPU jobs of a workflow here" in out
+        and "no GPU: jobs run on the CPU" in out
+    )
     assert f"CIFAR-10 under '{tmp_path / 'none'}': not found" in out
     cifar.write_cifar10_like(str(tmp_path / "c10"), n_train=10, n_test=5)
     assert "': found" in nadpipe("doctor", "--cifar10", str(tmp_path / "c10")).stdout

@@ -59,7 +59,7 @@ class Branchy(nn.Module):
 
 
 def plain(net: nn.Module, x0: torch.Tensor, sel: slice) -> torch.Tensor:
-    coords, deltas = dipole_probes(100.0, Shape(*x0.shape))
+    coords, deltas = dipole_probes(100.0, Shape(*x0.shape), "cpu")
     probes = x0.repeat(len(coords), 1, 1, 1)
     probes[torch.arange(len(coords)), coords[:, 0], coords[:, 1], coords[:, 2]] += deltas
     with torch.inference_mode():
@@ -88,7 +88,7 @@ def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
             m.running_mean.uniform_(-1, 1)
             m.running_var.uniform_(0.5, 2)
     template.eval()
-    coords, deltas = dipole_probes(100.0, SHAPE)
+    coords, deltas = dipole_probes(100.0, SHAPE, "cpu")
     plan = WindowedDipole.plan(template, coords, (32, 32), "cpu")
     assert len(plan.windowed) == windowed, plan.windowed
     x0 = torch.randn(1, 32, 32, generator=torch.Generator().manual_seed(3))
@@ -105,7 +105,7 @@ def test_windowed_probes_equal_the_plain_forward(name, windowed, sel):
 
 
 def test_what_is_not_windowed():
-    coords, _ = dipole_probes(100.0, SHAPE)
+    coords, _ = dipole_probes(100.0, SHAPE, "cpu")
 
     def stop(*modules):
         plan = WindowedDipole.plan(nn.Sequential(*modules), coords, (32, 32), "cpu")
@@ -161,7 +161,7 @@ def test_windowed_estimator_equals_the_real_modules_and_is_the_default():
 def test_windowed_probes_of_colour_and_non_square_inputs(shape):
     torch.manual_seed(1)
     net = build_model("lenet", shape.c, 1, size=shape.size).eval()
-    coords, deltas = dipole_probes(100.0, shape)
+    coords, deltas = dipole_probes(100.0, shape, "cpu")
     assert len(coords) == 2 * shape.d and set(coords[:, 0].tolist()) == set(range(shape.c))
     plan = WindowedDipole.plan(net, coords, shape.size, "cpu")
     x0 = torch.randn(*shape, generator=torch.Generator().manual_seed(2))

@@ -148,12 +148,10 @@ def test_nonlinearities_are_distinct_relu_modules(name):
 
 
 def test_relu_units_counts_each_units_output():
-    assert relu_units(build_model("mlp", 1, 2, {"hidden": [7, 5]}), Shape(1, 32, 32)) == 12
-    assert (
-        relu_units(build_model("lenet", 1, 2), Shape(1, 32, 32))
-        == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84
-    )
-    assert relu_units(build_model("vit_tiny", 1, 2), Shape(1, 32, 32)) == 0
+    x = torch.randn(3, 1, 32, 32)
+    assert relu_units(build_model("mlp", 1, 2, {"hidden": [7, 5]}), x) == 12
+    assert relu_units(build_model("lenet", 1, 2), x) == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84
+    assert relu_units(build_model("vit_tiny", 1, 2), x) == 0
 
 
 def test_mlp_hidden_widths_come_from_kwargs():

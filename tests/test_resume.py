@@ -13,6 +13,7 @@ import time
 import pytest
 import torch
 
+from nadpipe.backend import ENV, Backend
 from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
 from nadpipe.settings import ModelSpec, Shape, TrainSettings
@@ -57,10 +58,12 @@ def _outs(tmp_path, run, n):
     return [str(out / f"m{k}.pt") for k in range(n)], [str(out / f"m{k}.json") for k in range(n)]
 
 
-def _start(tmp_path, job, outs):
+def _start(tmp_path, job, outs, backend=None):
     args = tmp_path / f"args_{time.monotonic_ns()}.pkl"
     args.write_bytes(pickle.dumps((job, None, *outs)))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if backend is not None:  # as the Snakefile hands the gpus block to its jobs
+        env[ENV] = backend.to_env()
     return subprocess.Popen(
         [sys.executable, "-c", JOB, str(args)],
         env=env,
@@ -70,8 +73,8 @@ def _start(tmp_path, job, outs):
     )
 
 
-def _run(tmp_path, job, outs):
-    proc = _start(tmp_path, job, outs)
+def _run(tmp_path, job, outs, backend=None):
+    proc = _start(tmp_path, job, outs, backend)
     out, _ = proc.communicate()
     assert proc.returncode == 0, out
     return out
@@ -81,10 +84,10 @@ def _epochs_done(ckpt):
     return load_torch(ckpt)["done"] if os.path.exists(ckpt) else 0
 
 
-def _kill_mid_training(tmp_path, job, outs):
+def _kill_mid_training(tmp_path, job, outs, backend=None):
     ckpt = outs[0][0] + ".ckpt"
     ckpt = ckpt if len(outs[0]) == 1 or job.model.model != "resnet18" else ckpt + ".0"
-    proc = _start(tmp_path, job, outs)
+    proc = _start(tmp_path, job, outs, backend)
     deadline = time.time() + 120
     while _epochs_done(ckpt) < 3 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
@@ -106,14 +109,30 @@ def _same_results(a, b):
         assert drop(json.load(open(ra))["history"]) == drop(json.load(open(rb))["history"])
 
 
-@pytest.mark.parametrize(("model", "seeds"), [("lenet", [0]), ("mlp", [0, 1])])
-def test_killed_training_resumes_and_equals_an_uninterrupted_run(tmp_path, model, seeds):
+CUDA = Backend(device="cuda", deterministic=True)
+
+
+@pytest.mark.parametrize(
+    ("model", "seeds", "backend"),
+    [
+        ("lenet", [0], None),
+        ("mlp", [0, 1], None),
+        # on the GPU with gpus.deterministic; VGG-11's dropout draws from the CUDA generator,
+        # which the checkpoint carries
+        pytest.param("lenet", [0], CUDA, marks=pytest.mark.gpu, id="lenet-cuda"),
+        pytest.param("vgg11", [0], CUDA, marks=pytest.mark.gpu, id="vgg11-cuda"),
+        pytest.param("mlp", [0, 1], CUDA, marks=pytest.mark.gpu, id="mlp-seeds-cuda"),
+    ],
+)
+def test_killed_training_resumes_and_equals_an_uninterrupted_run(tmp_path, model, seeds, backend):
     job = _job(model, seeds, 25)
     whole, killed = _outs(tmp_path, "whole", len(seeds)), _outs(tmp_path, "killed", len(seeds))
-    _run(tmp_path, job, whole)
-    ckpt = _kill_mid_training(tmp_path, job, killed)
-    out = _run(tmp_path, job, killed)
+    _run(tmp_path, job, whole, backend)
+    ckpt = _kill_mid_training(tmp_path, job, killed, backend)
+    out = _run(tmp_path, job, killed, backend)
     assert "resuming from" in out
+    if backend is not None:
+        assert json.load(open(killed[1][0]))["device"] != "cpu"
     assert not os.path.exists(ckpt)  # removed once the outputs were written
     _same_results(whole, killed)
 

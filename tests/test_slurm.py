@@ -35,6 +35,9 @@ def cluster(tmp_path_factory):
 
 def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    # the cluster's GPU is fake: a job given it would stop (it finds no CUDA) unless the config
+    # says to compute on the CPU
+    (tmp_path / "cpu.yaml").write_text("gpus: {device: cpu}\n")
     timeout = ["timeout", "-k", "10", "720"]  # Snakemake ignores SIGTERM: -k kills it
     cmd = timeout + snakemake_command(
         tmp_path,
@@ -42,6 +45,7 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
         str(REPO / "profiles" / "slurm"),
         "--configfile",
         str(REPO / "configs" / "smoke.yaml"),
+        str(tmp_path / "cpu.yaml"),
         # a 2-CPU node: two single-CPU jobs at a time; first status check after 5 s, then every 2
         "--set-resources",
         "nads:cpus_per_task=1",

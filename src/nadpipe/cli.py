@@ -53,7 +53,8 @@ def cmd_nads(args) -> int:
 
     import numpy as np
 
-    from .io import pick_device, save_torch
+    from .backend import Backend, DeviceError, setup
+    from .io import save_torch
     from .models import ModelError, build, check_model
     from .nads import NadError, compute_nads, overlaps_line
     from .provenance import provenance
@@ -69,7 +70,11 @@ def cmd_nads(args) -> int:
         estimator=args.estimator, step=args.step, n_networks=args.n_networks,
         n_points=args.n_points, seed=args.seed, windowed=not args.no_windows, top_k=args.top_k,
     )  # fmt: skip
-    device = pick_device(args.device)
+    try:
+        device = setup(Backend(device=args.device), flag="--device")
+    except DeviceError as e:
+        print(f"nadpipe nads: {e}", file=sys.stderr)
+        return 2
     print(f"NADs of {spec.describe()} with {settings} on {device}", file=sys.stderr)
     try:
         art = compute_nads(partial(build, spec), settings, args.shape, device)
@@ -157,7 +162,7 @@ def cmd_doctor(args) -> int:
     from . import __version__
     from .cifar import missing_files
     from .provenance import source_hash
-    from .slots import SLOTS_ENV, slot_count
+    from .slots import describe, pool, slot_count, visible_gpus
 
     lines = [
         f"nadpipe {__version__} (library source {source_hash()}) at {Path(__file__).parent}",
@@ -175,9 +180,10 @@ def cmd_doctor(args) -> int:
             "jobs run on the CPU"
         )
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
-    slots = slot_count(None, None)
-    lines.append(f"GPU slots for jobs: {slots} (CUDA_VISIBLE_DEVICES {visible}; {SLOTS_ENV} "
-                 f"{os.environ.get(SLOTS_ENV, 'not set')})")  # fmt: skip
+    gpus = visible_gpus()
+    slots = pool(slot_count(None, None, len(gpus)), gpus)
+    lines.append(f"GPU jobs of a workflow here (gpus.jobs_per_gpu 1, no --resources gpu=N): "
+                 f"{describe(slots)} (CUDA_VISIBLE_DEVICES {visible})")  # fmt: skip
     for pkg in ("snakemake", "snakemake-executor-plugin-slurm", "pandas", "pyarrow",
                 "matplotlib", "jsonschema"):  # fmt: skip
         lines.append(f"{pkg} {_version(pkg)}")
@@ -272,7 +278,10 @@ def parser() -> argparse.ArgumentParser:
         "--no-windows", action="store_true", help="dipole: every probe through the whole network"
     )
     c.add_argument(
-        "--device", choices=("cpu", "cuda"), default=None, help="default: CUDA when present"
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="auto (default): CUDA when torch sees a GPU, else the CPU",
     )
     c.add_argument("--out", required=True, help=".npy (rows = NADs) or .pt (the full artifact)")
     c = command(

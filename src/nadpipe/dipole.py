@@ -91,7 +91,7 @@ class _Axis:
         return _Axis.around(lo, hi, self.length)
 
     def cells(self) -> torch.Tensor:
-        return self.off[:, None] + torch.arange(self.size)  # (n, size)
+        return self.off[:, None] + torch.arange(self.size, device=self.off.device)  # (n, size)
 
 
 def _too_wide(rows: _Axis, cols: _Axis) -> bool:
@@ -117,7 +117,7 @@ class _Regions:
         starts, lengths, per_axis = [], [], []
         for a, b, k, s, p, d in zip(src, dst, *geom, strict=True):
             start, length = b.off * s, (b.size - 1) * s + d * (k - 1) + 1  # padded coordinates
-            rel = a.off[:, None] + torch.arange(a.size) + p - start[:, None]
+            rel = a.off[:, None] + torch.arange(a.size, device=a.off.device) + p - start[:, None]
             starts.append(start)
             lengths.append(length)
             per_axis.append((rel, (rel >= 0) & (rel < length)))

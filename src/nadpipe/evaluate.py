@@ -86,9 +86,9 @@ def geometry(net: nn.Module, ctx: Context) -> tuple[dict, dict]:
     tr = s.transitions
     gen = generator("trajectories", s.seed, *ctx.stream)
     row.update(geo.transition_counts(net, x_test, y_test, tr.n_trajectories, tr.n_points, gen))
-    row["relu_units"] = relu_units(net, tuple(x_test.shape[1:]))
+    row["relu_units"] = relu_units(net, x_test)
     cs = s.cross_section
-    grid = torch.linspace(-cs.range, cs.range, cs.resolution)
+    grid = torch.linspace(-cs.range, cs.range, cs.resolution, device="cpu")  # written as is
     a, b = (grid * d["eps1"]).to(device), (grid * d["eps2"]).to(device)
     values = geo.cross_section(net, x_test[: cs.n_points], u1, u2, a, b, s.batch_size)
     arrays = {

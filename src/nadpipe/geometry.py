@@ -181,7 +181,9 @@ def activation_patterns(net: nn.Module, x: torch.Tensor, batch_size: int = 1000)
             captured.clear()
             net(chunk)
             rows.append(
-                torch.cat(captured, 1) if captured else torch.zeros(len(chunk), 0, dtype=bool)
+                torch.cat(captured, 1)
+                if captured
+                else torch.zeros(len(chunk), 0, dtype=bool, device=chunk.device)
             )
     return torch.cat(rows)
 
@@ -204,7 +206,7 @@ def ellipse(center: torch.Tensor, u: torch.Tensor, w: torch.Tensor, k: int) -> t
 
 def _orthogonal_like(u: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """A random direction orthogonal to u with the same norm."""
-    r = torch.randn(u.shape, generator=gen, dtype=u.dtype).to(u.device)
+    r = torch.randn(u.shape, generator=gen, dtype=u.dtype, device=gen.device).to(u.device)
     r = r - (r.flatten() @ u.flatten()) / u.flatten().pow(2).sum() * u
     return r / r.norm() * u.norm()
 
@@ -218,7 +220,7 @@ def trajectories(
     radii = []
     for kind in ("same_class", "diff_class"):
         while len(out[kind]) < n:
-            i, j = torch.randint(len(x), (2,), generator=gen).tolist()
+            i, j = torch.randint(len(x), (2,), generator=gen, device=gen.device).tolist()
             if i == j or (y[i] == y[j]) != (kind == "same_class"):
                 continue
             u = (x[i] - x[j]) / 2
@@ -226,8 +228,8 @@ def trajectories(
             radii.append(u.norm())
     radius = torch.stack(radii).mean()
     for _ in range(n):
-        c = x[torch.randint(len(x), (1,), generator=gen).item()]
-        u = torch.randn(c.shape, generator=gen, dtype=c.dtype).to(c.device)
+        c = x[torch.randint(len(x), (1,), generator=gen, device=gen.device).item()]
+        u = torch.randn(c.shape, generator=gen, dtype=c.dtype, device=gen.device).to(c.device)
         u = u / u.norm() * radius
         out["random"].append(ellipse(c, u, _orthogonal_like(u, gen), k))
     return out

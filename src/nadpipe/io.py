@@ -121,28 +121,7 @@ def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame
     return read_artifact(path, pd.read_parquet)
 
 
-CUDNN_BENCHMARK_ENV = "NADPIPE_CUDNN_BENCHMARK"
 REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
-
-
-def pick_device(name: str | None = None):  # -> torch.device
-    """`name` when given ("cpu", "cuda"), else CUDA when present, else CPU. On CUDA, cuDNN
-    picks the fastest convolution algorithms (`gpus.cudnn_benchmark`, on unless the Snakefile
-    sets NADPIPE_CUDNN_BENCHMARK=0)."""
-    import torch
-
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda asked for, but torch sees no CUDA device")
-    if name == "cpu" or (name is None and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    torch.backends.cudnn.benchmark = os.environ.get(CUDNN_BENCHMARK_ENV, "1") != "0"
-    return torch.device("cuda")
-
-
-def device_name(device) -> str:
-    import torch
-
-    return torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
 
 
 def run_facts() -> dict:

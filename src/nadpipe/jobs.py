@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from . import models
+from .backend import Backend, facts, on_cpu, setup
 from .data import checksum
 from .evaluate import MEASURES, Context, evaluate_conditions
 from .grid import EvalJob, NadJob, TrainJob
@@ -21,11 +22,9 @@ from .io import (
     ArtifactError,
     atomic_write,
     derive_seed,
-    device_name,
     load_json,
     load_parquet,
     load_torch,
-    pick_device,
     rebuild_command,
     run_facts,
     save_json,
@@ -52,13 +51,16 @@ def _nad_record(job: NadJob) -> dict:
     return {"model": plain(job.model), "settings": plain(job.settings), "file": job.file}
 
 
-def nads_job(job: NadJob | dict, artifact: str, npy: str, summary: str, device=None) -> str:
+def nads_job(
+    job: NadJob | dict, artifact: str, npy: str, summary: str, backend: Backend | None = None
+) -> str:
     """Compute (or read from job.file) one architecture's NADs; write the artifact (vectors,
-    eigenvalues, diagnostics), the NADs alone as .npy (rows = NADs) and a readable summary."""
+    eigenvalues, diagnostics), the NADs alone as .npy (rows = NADs) and a readable summary.
+    `backend`: the device and switches (default: those the Snakefile set, nadpipe.backend)."""
     from .bases import read_nad_file
 
     job = typed(NadJob, job) if isinstance(job, dict) else job
-    device = pick_device(device)
+    device = setup(backend)
     start = time.perf_counter()
     shape = job.model.shape
     if job.file:
@@ -132,9 +134,11 @@ def load_nads(path: str, job: NadJob) -> torch.Tensor:
 
 
 def _build_data(study: str, specs, nads_path: str | None, nads: NadJob | None):
+    """Each spec's train and test tensors, on the CPU (nadpipe.backend: born there by design)."""
     vectors = load_nads(nads_path, nads) if nads is not None else None
     entry = REGISTRY[study]
-    return [entry.build(spec, vectors) for spec in specs], vectors
+    with on_cpu():
+        return [entry.build(spec, vectors) for spec in specs], vectors
 
 
 def train_job(
@@ -142,13 +146,13 @@ def train_job(
     nads_path: str | None,
     model_outs: list[str],
     record_outs: list[str],
-    device=None,
+    backend: Backend | None = None,
 ) -> str:
     """Train the model(s) of one cell, one per seed (several seeds: one batched ensemble); save
     each model's weights and its record (settings, per-epoch history, data checksum, where and
     with which library it ran)."""
     job = typed(TrainJob, job) if isinstance(job, dict) else job
-    device = pick_device(device)
+    device = setup(backend)
     all_splits, _ = _build_data(job.study, job.data, nads_path, job.nads)
     sums = [checksum(s) for s in all_splits]
     xs = torch.stack([s["train"][0] for s in all_splits]).to(device)  # (seeds, n, C, H, W)
@@ -194,7 +198,7 @@ def train_job(
                 "diverged_epoch": at,
                 "trained_with_seeds": len(nets),
                 "train_seconds": seconds,
-                "device": device_name(device),
+                **facts(device, backend),
                 **run_facts(),
                 "provenance": provenance(),
             },
@@ -226,13 +230,13 @@ def evaluate_job(
     record: str,
     table: str,
     arrays: str,
-    device=None,
+    backend: Backend | None = None,
 ) -> str:
     """Evaluate one trained model under its study's conditions and measures: one parquet row
     per (split, condition) carrying the model's full key, its settings and provenance, and the
     measures' arrays (cross-sections) as .npz."""
     job = typed(EvalJob, job) if isinstance(job, dict) else job
-    device = pick_device(device)
+    device = setup(backend)
     run = load_json(record)
     (splits,), vectors = _build_data(job.study, [job.data], nads_path, job.nads)
     if checksum(splits) != run["data_sha256"]:
@@ -248,9 +252,11 @@ def evaluate_job(
     entry = REGISTRY[job.study]
     extra, arrays_out = {}, {}
     if job.measures:
+        with on_cpu():  # data-side, like the data (moved by the measures that use them)
+            directions = entry.directions(job.data, vectors)
         ctx = Context(
             on_device,
-            entry.directions(job.data, vectors),
+            directions,
             vectors,
             tuple(job.data.shape),
             job.analysis,
@@ -286,6 +292,8 @@ def evaluate_job(
         "diverged": run["diverged"],
         "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
         "device": run["device"],
+        "deterministic": run.get("deterministic", False),
+        "tf32": run.get("tf32", False),
         "train_seconds": run["train_seconds"],
         "eval_seconds": time.perf_counter() - start,
         **{k: run.get(k, "") for k in ("host", "slurm_job_id", "cuda_visible_devices")},

@@ -77,6 +77,15 @@ def lenet_nopool(in_channels: int, num_classes: int, input_size=(32, 32)) -> nn.
     return lenet(in_channels, num_classes, input_size, pool=False)
 
 
+class GlobalAvgPool(nn.Module):
+    """The mean over height and width, (n, C, H, W) -> (n, C, 1, 1): AdaptiveAvgPool2d(1)'s
+    values, with a backward that is deterministic on CUDA (AdaptiveAvgPool2d's is not, so
+    gpus.deterministic could not train a model that has it)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean((2, 3), keepdim=True)
+
+
 class _BasicBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int):
         super().__init__()
@@ -101,8 +110,9 @@ def resnet18(
     in_channels: int, num_classes: int, input_size=(32, 32), pool: bool = True
 ) -> nn.Module:
     """ResNet-18, CIFAR variant (3x3 stride-1 stem, no max-pool), as the NAD code's ResNet18;
-    its final avg_pool2d(4) is a global average pool on 32x32 inputs, here adaptive so other
-    sizes work. `pool=False` drops it: the linear layer takes all 512 x H/8 x W/8 features."""
+    its final avg_pool2d(4) is a global average pool on 32x32 inputs, here a mean over H, W so
+    other sizes work (`GlobalAvgPool`). `pool=False` drops it: the linear layer takes all
+    512 x H/8 x W/8 features."""
     layers: list[nn.Module] = [
         nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False),
         nn.BatchNorm2d(64),
@@ -113,7 +123,7 @@ def resnet18(
         layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
         cin = cout
     if pool:
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
+        layers += [GlobalAvgPool(), nn.Flatten(), nn.Linear(512, num_classes)]
     else:
         h, w = (math.ceil(n / 8) for n in input_size)
         layers += [nn.Flatten(), nn.Linear(512 * h * w, num_classes)]
@@ -179,7 +189,7 @@ def densenet121(
 ) -> nn.Module:
     """DenseNet-121, CIFAR variant, as the NAD code's DenseNet121: 3x3 stem, blocks
     (6, 12, 24, 16), compression 0.5; its final avg_pool2d(4) is global on 32x32 inputs, here
-    adaptive."""
+    a mean over H, W (`GlobalAvgPool`)."""
     cin = 2 * growth
     layers: list[nn.Module] = [nn.Conv2d(in_channels, cin, 3, padding=1, bias=False)]
     blocks = (6, 12, 24, 16)
@@ -199,7 +209,7 @@ def densenet121(
     layers += [
         nn.BatchNorm2d(cin),
         nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
+        GlobalAvgPool(),
         nn.Flatten(),
         nn.Linear(cin, num_classes),
     ]
@@ -327,10 +337,10 @@ DIFFERENCES = {
     "mlp": "not in the NAD code (the underspecification paper's MLP)",
     "lenet": "none (ReLU and max-pool as modules instead of functions: the same maps)",
     "lenet_nopool": "not in the NAD code (LeNet without its max-pools, for the pooling test)",
-    "resnet18": "global pool adaptive (equal to its avg_pool2d(4) on 32x32 inputs)",
+    "resnet18": "global pool as a mean over H, W (its avg_pool2d(4) on 32x32 inputs)",
     "resnet18_nopool": "not in the NAD code (ResNet-18 without its global pool)",
     "vgg11": "its trailing AvgPool2d(kernel 1, stride 1), an identity, is left out",
-    "densenet121": "global pool adaptive (equal to its avg_pool2d(4) on 32x32 inputs)",
+    "densenet121": "global pool as a mean over H, W (its avg_pool2d(4) on 32x32 inputs)",
     "vit_tiny": "not in the NAD code",
     "mlp_mixer_tiny": "not in the NAD code",
 }
@@ -371,10 +381,14 @@ def _takes_input_size(builder: Callable) -> bool:
 
 
 def build(spec: ModelSpec) -> nn.Module:
-    """A fresh module of `spec`, initialised from torch's global generator."""
+    """A fresh module of `spec` on the CPU, initialised from torch's global generator (the same
+    numbers whatever device the job then moves it to: nadpipe.backend)."""
+    from .backend import on_cpu
+
     builder = resolve_builder(spec.model)
     extra = {"input_size": tuple(spec.shape.size)} if _takes_input_size(builder) else {}
-    return builder(in_channels=spec.shape.c, num_classes=spec.classes, **extra, **spec.kwargs)
+    with on_cpu():
+        return builder(in_channels=spec.shape.c, num_classes=spec.classes, **extra, **spec.kwargs)
 
 
 def build_model(
@@ -433,7 +447,7 @@ def check_model(spec: ModelSpec) -> None:
             f"{type(net).__name__}, not a torch.nn.Module"
         )
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(4, *spec.shape, generator=gen)
+    x = torch.randn(4, *spec.shape, generator=gen, device=gen.device)
     try:
         _run_check(net, x, spec)
     except ModelError as e:
@@ -471,8 +485,9 @@ def _run_check(net: nn.Module, x: torch.Tensor, spec: ModelSpec) -> None:
         )
 
 
-def relu_units(net: nn.Module, shape: Shape) -> int:
-    """How many ReLU units (outputs of nn.ReLU modules) one input of `shape` passes through."""
+def relu_units(net: nn.Module, x: torch.Tensor) -> int:
+    """How many ReLU units (outputs of nn.ReLU modules) one input shaped like `x[0]` passes
+    through (counted on zeros like `x[:1]`, on `x`'s device)."""
     count = 0
 
     def hook(_m, _i, out):
@@ -484,7 +499,7 @@ def relu_units(net: nn.Module, shape: Shape) -> int:
         with torch.no_grad():
             was = net.training
             net.eval()
-            net(torch.zeros(1, *shape))
+            net(torch.zeros_like(x[:1]))
             net.train(was)
     finally:
         for h in hooks:

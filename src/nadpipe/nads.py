@@ -42,7 +42,8 @@ class NadError(RuntimeError):
 
 def eval_points(settings: NadSettings, shape: Shape) -> torch.Tensor:
     """(n_points, C, H, W) fixed random points x0 ~ N(0, I)."""
-    return torch.randn(settings.n_points, *shape, generator=generator("nad-x0", settings.seed))
+    gen = generator("nad-x0", settings.seed)
+    return torch.randn(settings.n_points, *shape, generator=gen, device=gen.device)
 
 
 def draw_networks(
@@ -69,13 +70,14 @@ def central_difference(f: torch.Tensor, step: float) -> torch.Tensor:
     return (f[..., :d].double() - f[..., d:].double()) / (2 * step)
 
 
-def dipole_probes(step: float, shape: Shape, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Coordinates (2d, 3) (channel, row, col) and changes (2d,): x0 + h e_k for every k, then
-    x0 - h e_k (k = (channel * H + row) * W + col, the flattened order)."""
-    grids = torch.meshgrid(*(torch.arange(n) for n in shape), indexing="ij")
+def dipole_probes(step: float, shape: Shape, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Coordinates (2d, 3) (channel, row, col) and changes (2d,) on `device`: x0 + h e_k for
+    every k, then x0 - h e_k (k = (channel * H + row) * W + col, the flattened order)."""
+    grids = torch.meshgrid(*(torch.arange(n, device=device) for n in shape), indexing="ij")
     coords = torch.stack(grids).reshape(3, shape.d).T.repeat(2, 1)
-    deltas = torch.cat([torch.full((shape.d,), step), torch.full((shape.d,), -step)])
-    return coords.to(device), deltas.to(device)
+    deltas = torch.full((2, shape.d), step, device=device)
+    deltas[1] = -step
+    return coords, deltas.flatten()
 
 
 def probes(x0: torch.Tensor, step: float, start: int, stop: int) -> torch.Tensor:
@@ -120,7 +122,7 @@ def dipole_plan(template: nn.Module, settings: NadSettings, shape: Shape, device
     """The windowed plan of the dipole probes through `template`, None when not windowed."""
     if settings.estimator != "dipole" or not settings.windowed:
         return None
-    coords, _ = dipole_probes(settings.step, shape)
+    coords, _ = dipole_probes(settings.step, shape, "cpu")  # planned on the CPU, then moved
     return WindowedDipole.plan(template, coords, shape.size, device)
 
 
@@ -168,7 +170,7 @@ def _windowed_dipole(plan, nets, x0, step, batch_size, done) -> torch.Tensor:
     """(n, n_points, d) dipole sensitivities, one network after another (each one's 2d probes
     in chunks of `batch_size`)."""
     _, deltas = dipole_probes(step, Shape(*x0.shape[1:]), x0.device)
-    out = torch.empty(len(nets), len(x0), x0[0].numel(), dtype=torch.float64)
+    out = torch.empty(len(nets), len(x0), x0[0].numel(), dtype=torch.float64, device="cpu")
     for i, net in enumerate(nets):
         for j, p in enumerate(x0):
             chunks = range(0, len(deltas), batch_size)
@@ -188,7 +190,10 @@ def sample_sensitivities(
     """(n_networks * n_points, d) float64 input sensitivities of random networks from `build`
     (single logit, inputs of `shape`), `networks_per_chunk` built at a time."""
     x0 = eval_points(settings, shape).to(device)
-    out = torch.empty(settings.n_networks * settings.n_points, shape.d, dtype=torch.float64)
+    # (networks x points, d) on the CPU: the covariance is formed there, in float64
+    out = torch.empty(
+        settings.n_networks * settings.n_points, shape.d, dtype=torch.float64, device="cpu"
+    )
     plan = dipole_plan(build().eval(), settings, shape, device)
     if plan is not None and progress:
         ops = plan.windowed

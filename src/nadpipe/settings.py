@@ -189,9 +189,20 @@ class CifarData:
 
 @dataclass(frozen=True)
 class GpuSettings:
-    slots: int | None = None  # pool size; None: --resources gpu=N, else the visible GPUs
+    """Where the jobs compute (nadpipe.backend) and how GPU jobs share the GPUs (nadpipe.slots)."""
+
+    device: str = "auto"  # "auto": CUDA when torch sees a GPU, else the CPU; "cpu"; "cuda"
+    slots: int | None = None  # GPU jobs at once; None: --resources gpu=N, else GPUs x jobs_per_gpu
+    jobs_per_gpu: int = 1  # GPU jobs sharing one GPU when --resources gpu=N is not given
     lock_dir: str = ".nadpipe/gpu_slots"  # the pool's lock files
     cudnn_benchmark: bool = True  # cuDNN picks the fastest convolution algorithms
+    deterministic: bool = False  # deterministic CUDA algorithms: bit-equal reruns and resumes
+    tf32: bool = False  # TF32 float32 matmuls and convolutions on CUDA (faster, 10-bit mantissa)
+
+    def backend(self):  # -> nadpipe.backend.Backend
+        from .backend import Backend
+
+        return Backend(self.device, self.deterministic, self.tf32, self.cudnn_benchmark)
 
 
 @dataclass(frozen=True)

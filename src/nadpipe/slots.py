@@ -1,15 +1,18 @@
-"""One GPU per job on a multi-GPU machine: a pool of slots held with file locks.
+"""GPU jobs sharing the GPUs of one machine: a pool of slots held with file locks.
 
 Snakemake's `--resources gpu=N` bounds how many GPU jobs run at once but does not tell a job
-which GPU to take. Each GPU job therefore takes a slot: a non-blocking `flock` on one of N lock
-files, tried in order, held for the job's lifetime, and sets `CUDA_VISIBLE_DEVICES` to that slot's
-device before CUDA initialises. The kernel drops the lock when the process ends, however it
-ends (SIGKILL included), so a dead job never keeps a GPU. A `CUDA_VISIBLE_DEVICES` that is
-already set (SLURM sets it per job) is honoured: one device is used as it is; several become
-the pool.
+which GPU to take. The Snakefile's main process therefore decides a pool once (`pool`): N slots
+spread round robin over the GPUs that exist, so `--resources gpu=4` on one GPU is four jobs
+sharing GPU 0, and no slot ever names a GPU that does not exist. Each GPU job takes a free slot
+(a non-blocking `flock` on the slot's lock file, tried in order, held for the job's lifetime)
+and sets `CUDA_VISIBLE_DEVICES` to that slot's GPU before CUDA initialises. The kernel drops the
+lock when the process ends, however it ends (SIGKILL included), so a dead job never keeps a
+slot. On a machine without a GPU there is no pool. A `CUDA_VISIBLE_DEVICES` already set in the
+job (SLURM sets it per job) is honoured.
 
-The Snakefile passes the pool to jobs through the environment (`NADPIPE_GPU_SLOTS`,
-`NADPIPE_GPU_LOCK_DIR`), not through params, so a different `--resources gpu=N` reruns nothing.
+The Snakefile passes the pool to jobs through the environment (`SLOTS_ENV`: the GPU of each
+slot, comma-separated; `LOCK_DIR_ENV`), not through params, so a different `--resources gpu=N`
+reruns nothing.
 """
 
 from __future__ import annotations
@@ -25,80 +28,93 @@ LOCK_DIR_ENV = "NADPIPE_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = ".nadpipe/gpu_slots"
 
 
-def slot_count(configured: int | None, resource: object, visible_gpus: int | None = None) -> int:
-    """The pool size: `gpus.slots` when set, else the `gpu` resource of the command line
-    (`--resources gpu=N`), else the number of visible GPUs (0 on a CPU machine: no pool;
-    counted with torch only when needed)."""
+def visible_gpus() -> list[str]:
+    """The ids of the GPUs a job of this machine can be given: CUDA_VISIBLE_DEVICES when set,
+    else 0..n-1 for the n devices torch counts (none without a GPU driver, NVIDIA's or ROCm's;
+    torch is then not imported, which takes seconds at every start of the workflow)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    if not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/kfd")):
+        return []
+    import torch
+
+    return [str(k) for k in range(torch.cuda.device_count())]
+
+
+def slot_count(configured: int | None, resource: object, gpus: int, jobs_per_gpu: int = 1) -> int:
+    """How many GPU jobs run at once: `gpus.slots` when set, else the `gpu` resource of the
+    command line (`--resources gpu=N`), else `gpus` x `jobs_per_gpu`; 0 without a GPU."""
+    if gpus == 0:
+        return 0
     if configured is not None:
         return configured
     value = getattr(resource, "value", resource)  # Snakemake 9 wraps resources
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    if visible_gpus is None:
-        visible_gpus = _visible_gpus()
-    return visible_gpus
+    return gpus * jobs_per_gpu
 
 
-def _visible_gpus() -> int:
-    """GPUs torch would see; without a GPU driver (NVIDIA's or ROCm's) 0, without importing
-    torch (seconds, at every start of the workflow)."""
-    if not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/kfd")):
-        return 0
-    import torch
-
-    return torch.cuda.device_count()
+def pool(n_slots: int, gpus: list[str]) -> list[str]:
+    """The GPU of each of `n_slots` slots, round robin over `gpus`."""
+    return [gpus[k % len(gpus)] for k in range(n_slots)] if gpus else []
 
 
-def _devices(n_slots: int) -> list[str]:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return [str(k) for k in range(n_slots)]
-    return [d.strip() for d in visible.split(",") if d.strip()]
+def describe(slots: list[str]) -> str:
+    """One line for the start of a run: how the slots fall on the GPUs."""
+    if not slots:
+        return "no GPU: jobs run on the CPU"
+    per = {g: slots.count(g) for g in dict.fromkeys(slots)}
+    spread = ", ".join(f"GPU {g}: {n} job(s)" for g, n in per.items())
+    return f"{len(slots)} GPU job slot(s) on {len(per)} GPU(s) ({spread})"
+
+
+def _env_pool() -> list[str]:
+    text = os.environ.get(SLOTS_ENV, "")
+    return [d for d in text.split(",") if d]
 
 
 @contextlib.contextmanager
 def gpu_slot(
-    n_slots: int | None = None, lock_dir: str | None = None, poll: float = 0.5
+    slots: list[str] | None = None, lock_dir: str | None = None, poll: float = 0.5
 ) -> Iterator[str | None]:
-    """Hold one GPU slot for the duration of the block; yield its device id (None: no pool).
+    """Hold one GPU slot for the duration of the block; yield its GPU id (None: no pool).
 
-    `n_slots` and `lock_dir` default to the environment the Snakefile sets. With every slot
-    taken (more GPU jobs than slots, e.g. no `--resources gpu=N` given), wait for one.
+    `slots` (the GPU of each slot) and `lock_dir` default to the environment the Snakefile
+    sets. With every slot taken (more GPU jobs than slots), wait for one.
     """
-    if n_slots is None:
-        n_slots = int(os.environ.get(SLOTS_ENV, "0") or 0)
+    slots = _env_pool() if slots is None else slots
     lock_dir = lock_dir or os.environ.get(LOCK_DIR_ENV, DEFAULT_LOCK_DIR)
-    devices = _devices(n_slots)
-    if "CUDA_VISIBLE_DEVICES" in os.environ and len(devices) <= 1:
-        yield devices[0] if devices else None  # set by SLURM or the user: use it as it is
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None and len([d for d in given.split(",") if d.strip()]) <= 1:
+        yield given.strip() or None  # set by SLURM or the user: use it as it is
         return
-    if not devices:
+    if not slots:
         yield None
         return
     os.makedirs(lock_dir, exist_ok=True)
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
     waited = False
     while True:
-        for device in devices:
-            f = open(os.path.join(lock_dir, f"gpu{device}.lock"), "a+")  # noqa: SIM115
+        for k, gpu in enumerate(slots):
+            f = open(os.path.join(lock_dir, f"slot{k}.lock"), "a+")  # noqa: SIM115
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 f.close()
                 continue
-            os.environ["CUDA_VISIBLE_DEVICES"] = device
-            print(f"GPU slot: CUDA_VISIBLE_DEVICES={device} ({len(devices)} slots)", flush=True)
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+            print(f"GPU slot {k}: CUDA_VISIBLE_DEVICES={gpu} ({describe(slots)})", flush=True)
             try:
-                yield device
+                yield gpu
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
                 f.close()
-                if before is None:
+                if given is None:
                     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
                 else:
-                    os.environ["CUDA_VISIBLE_DEVICES"] = before
+                    os.environ["CUDA_VISIBLE_DEVICES"] = given
             return
         if not waited:
-            print(f"all {len(devices)} GPU slots are taken; waiting for one", flush=True)
+            print(f"all {len(slots)} GPU slots are taken; waiting for one", flush=True)
             waited = True
         time.sleep(poll)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from .backend import cuda_rng_state, set_cuda_rng_state
 from .io import ArtifactError, derive_seed, generator, load_torch, progress_bar, save_torch, say
 from .settings import TrainSettings
 
@@ -257,6 +258,7 @@ def train(
         for g, s in zip(gens, state["orders"], strict=True):
             g.set_state(s)
         torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
+        set_cuda_rng_state(state.get("cuda_rng", []))  # ... on the GPU too (VGG's dropout)
         histories, diverged, done = state["histories"], state["diverged"], state["done"]
     tag = "train" if m == 1 else f"train {m} seeds"
     bar = progress_bar(settings.epochs, tag, unit="epoch", enabled=progress)
@@ -269,7 +271,9 @@ def train(
         start = time.perf_counter()
         loss_sum = torch.zeros(m, device=device)
         correct = torch.zeros(m, device=device, dtype=torch.long)
-        perms = torch.stack([torch.randperm(n, generator=g) for g in gens]).to(device)
+        # drawn on the generators' device (the CPU): the same order on every device
+        perms = torch.stack([torch.randperm(n, generator=g, device=g.device) for g in gens])
+        perms = perms.to(device)
         for idx in perms.split(settings.batch_size, dim=1):  # (members, batch)
             lr = opt.param_groups[0]["lr"]
             loss, out = members.loss(xs, ys, idx)
@@ -314,6 +318,7 @@ def train(
                     "schedule": schedule.state_dict(),
                     "orders": [g.get_state() for g in gens],
                     "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": cuda_rng_state(),
                     "histories": histories,
                     "diverged": diverged,
                     "done": epoch + 1,

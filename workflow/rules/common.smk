@@ -10,7 +10,7 @@ from snakemake.logging import logger
 from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
-from nadpipe import runs, slots
+from nadpipe import backend, runs, slots
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, VARIANT_PATTERN
 
@@ -27,13 +27,27 @@ if workflow.is_main_process:  # not in a job Snakemake starts elsewhere (SLURM)
 for message in WARNINGS:
     logger.warning(f"{nio.WARNING} {message}")
 
-# The GPU slot pool of this machine's jobs (nadpipe.slots), passed through the environment so
-# that a different --resources gpu=N reruns nothing.
-os.environ[slots.SLOTS_ENV] = str(
-    slots.slot_count(CFG.gpus.slots, workflow.global_resources.get("gpu"))
+# Where jobs compute (nadpipe.backend) and the GPU slot pool of this machine's jobs
+# (nadpipe.slots), passed through the environment so that changing them reruns nothing.
+GPUS = slots.visible_gpus() if CFG.gpus.device != "cpu" else []
+SLOTS = slots.pool(
+    slots.slot_count(
+        CFG.gpus.slots,
+        workflow.global_resources.get("gpu"),
+        len(GPUS),
+        CFG.gpus.jobs_per_gpu,
+    ),
+    GPUS,
 )
+if SLOTS and workflow.global_resources.get("gpu") is None:
+    workflow.global_resources["gpu"] = len(
+        SLOTS
+    )  # at most one GPU job per slot at once
+os.environ[slots.SLOTS_ENV] = ",".join(SLOTS)
 os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(CFG.gpus.lock_dir)
-os.environ[nio.CUDNN_BENCHMARK_ENV] = "1" if CFG.gpus.cudnn_benchmark else "0"
+os.environ[backend.ENV] = CFG.gpus.backend().to_env()
+if workflow.is_main_process and SLOTS:
+    logger.info(f"nadpipe: {slots.describe(SLOTS)}")
 
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
 # script installs nadpipe from this checkout.

@@ -1,0 +1,166 @@
+"""Where a job's tensors live and how its kernels run: decided once, here.
+
+The device rule:
+- A job (nadpipe.jobs, the `nadpipe nads` command) calls `setup` once, before it makes a tensor.
+  It chooses the device (`gpus.device`: "auto" = CUDA when torch sees a GPU, else the CPU) and
+  sets every backend switch the config states (cuDNN benchmark, deterministic algorithms, TF32).
+- Below the job nothing chooses a device: a new tensor takes its device from a tensor it will
+  meet (`device=x.device`, `zeros_like(x)`, a model's parameters) or from its generator.
+- Data and models are born on the CPU by design (`on_cpu`): seeded CPU generators give the same
+  bytes on every machine. The job moves them to its device once; results come back to the CPU
+  once, as numbers or arrays, just before they are written.
+- A job that was given a GPU (a slot of nadpipe.slots, or SLURM's CUDA_VISIBLE_DEVICES) and
+  finds no CUDA stops with a message instead of running on the CPU, unless `gpus.device: cpu`.
+
+tests/test_device.py runs every job under `torch.device("meta")`: a tensor made without a device
+anywhere below a job lands on the meta device and fails as soon as it meets a real one.
+
+The Snakefile passes the `gpus` block's switches to the jobs through the environment (`ENV`,
+like the slot pool), so changing them reruns nothing; each training record and summary row
+states the device and switches it ran with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+ENV = "NADPIPE_BACKEND"  # JSON of a `Backend`, set by the Snakefile for its jobs
+DEVICES = ("auto", "cpu", "cuda")
+CUBLAS_WORKSPACE = ":4096:8"  # what cuBLAS needs for deterministic results (CUDA >= 10.2)
+
+
+class DeviceError(RuntimeError):
+    """The device the job was given or asked for cannot be used; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The `gpus` block's switches that decide how a job computes."""
+
+    device: str = "auto"
+    deterministic: bool = False
+    tf32: bool = False
+    cudnn_benchmark: bool = True
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_env(cls) -> Backend:
+        """The switches the Snakefile set for this job; the defaults outside the workflow."""
+        text = os.environ.get(ENV)
+        return cls(**json.loads(text)) if text else cls()
+
+
+def _given_gpu() -> str | None:
+    """The GPU(s) this process was given (CUDA_VISIBLE_DEVICES naming a device), else None."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return visible if visible and visible != "-1" else None
+
+
+def _no_cuda_reason() -> str:
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is built without CUDA"
+    return f"torch {torch.__version__} (CUDA {torch.version.cuda}) finds no usable GPU or driver"
+
+
+def choose_device(name: str = "auto", flag: str = "gpus.device"):  # -> torch.device
+    """The device of a job: `name` ("auto", "cpu", "cuda"); `flag` is how the interface names
+    the setting in its messages (a config key or a command-line flag)."""
+    import torch
+
+    if name not in DEVICES:
+        raise DeviceError(f"{flag}: {name!r} is not a device; use one of {', '.join(DEVICES)}")
+    if name == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    given = _given_gpu()
+    if name == "cuda":
+        raise DeviceError(
+            f"{flag} asks for CUDA, but {_no_cuda_reason()}; use {flag} cpu (or auto) to run "
+            "on the CPU"
+        )
+    if given is not None:  # a GPU slot or SLURM gave this job a GPU that torch cannot use
+        raise DeviceError(
+            f"this job was given GPU {given} (CUDA_VISIBLE_DEVICES={given}), but "
+            f"{_no_cuda_reason()}; it would silently run on the CPU. Fix the GPU or the torch "
+            f"build, or set {flag}: cpu to run on the CPU on purpose"
+        )
+    return torch.device("cpu")
+
+
+def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torch.device
+    """Decide the job's device and set its backend switches (see the module's rule); returns the
+    device. Called once per job, before any tensor is made."""
+    import torch
+
+    backend = backend or Backend.from_env()
+    device = choose_device(backend.device, flag)
+    if backend.deterministic:
+        # must be set before cuBLAS starts; harmless on the CPU
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.use_deterministic_algorithms(backend.deterministic)
+    torch.backends.cudnn.deterministic = backend.deterministic
+    torch.backends.cudnn.benchmark = backend.cudnn_benchmark and not backend.deterministic
+    _set_tf32(backend.tf32)
+    return device
+
+
+def _set_tf32(on: bool) -> None:
+    """TF32 for float32 matmuls and cuDNN convolutions on or off (torch's own default has it on
+    for convolutions): through the switches of torch >= 2.9, else the older flags (mixing the
+    two raises in torch >= 2.9)."""
+    import torch
+
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        precision = "tf32" if on else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = precision
+        torch.backends.cudnn.conv.fp32_precision = precision
+        torch.backends.cudnn.rnn.fp32_precision = precision
+    else:  # pragma: no cover -- torch < 2.9 (the conda environment's pin)
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
+def facts(device, backend: Backend | None = None) -> dict:
+    """What a record and a summary row state about how the job computed."""
+    import torch
+
+    backend = backend or Backend.from_env()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"device": name, "deterministic": backend.deterministic, "tf32": backend.tf32}
+
+
+@contextlib.contextmanager
+def on_cpu() -> Iterator[None]:
+    """Make tensors on the CPU inside the block, whatever the default device: where data and
+    models are born (seeded CPU generators: the same bytes on every machine)."""
+    import torch
+
+    with torch.device("cpu"):
+        yield
+
+
+def cuda_rng_state() -> list:
+    """Every CUDA generator's state (empty where CUDA is not in use), for checkpoints."""
+    import torch
+
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
+
+
+def set_cuda_rng_state(states: list) -> None:
+    import torch
+
+    if states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states)

@@ -1,0 +1,204 @@
+"""The device rule (nadpipe.backend): a job decides its device once and nothing below it makes a
+tensor anywhere else.
+
+On a CPU machine a bug of this kind (a tensor made without a device inside a job, which a GPU
+run meets as "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be
+the same") is caught by running every job under `torch.device("meta")`: such a tensor lands on
+the meta device and fails as soon as it meets the job's real tensors. The same jobs run on CUDA
+where a GPU is present (marked gpu) and agree with the CPU.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import SCHEMA
+from torch import nn
+
+from nadpipe import cifar
+from nadpipe import config as nc
+from nadpipe.backend import Backend, DeviceError, choose_device, setup
+from nadpipe.grid import Plan
+from nadpipe.io import load_torch
+from nadpipe.jobs import evaluate_job, nads_job, train_job
+from nadpipe.models import build, relu_units
+from nadpipe.nads import compute_nads
+from nadpipe.settings import ModelSpec, NadSettings, Shape
+
+DATA = {"n_train": 96, "n_test": 48}
+TRAIN = {"epochs": 2, "batch_size": 32}
+
+
+def micro_config(cifar_root: str) -> dict:
+    """One cell of every study, every measure on, sizes a CPU runs in seconds."""
+    one = {"seeds": [0], "train": TRAIN}
+    return {
+        "nads": {"n_networks": 24},
+        "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [16]}}},
+        "analysis": {
+            "n_points": 8,
+            "margin_steps": 8,
+            "cross_section": {"n_points": 1, "resolution": 5},
+            "transitions": {"n_trajectories": 1, "n_points": 8},
+            "nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1023]]},
+        },
+        "cifar10": {"root": cifar_root, "verify_md5": False, "n_train": 96, "n_test": 48},
+        "nad_pairs": {"architectures": ["lenet", "mlp"], "indices": [0], **DATA, **one},
+        "single_direction": {"enabled": True, "architectures": ["lenet"], "indices": [3]}
+        | DATA
+        | one,
+        "fourier": {"enabled": True, "architectures": ["mlp"], "size": 1, **DATA, **one},
+        "cifar_nad": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
+        "poison": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
+        "flip": {"enabled": True, "architectures": ["lenet"], **one},
+    }
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cifar")
+    cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
+    cfg, _ = nc.load_config(micro_config(str(root)), SCHEMA)
+    return Plan(cfg)
+
+
+def run_every_job(plan: Plan, out, backend: Backend) -> dict:
+    """NADs of every architecture, then the first cell of every study trained and evaluated
+    (the NAD-pair cell also as a two-seed ensemble); returns what they wrote."""
+    found = {}
+    nad = {}
+    for arch in plan.nad_architectures():
+        paths = [out / f"{arch}.{ext}" for ext in ("pt", "npy", "json")]
+        nads_job(plan.nad_job(arch), *map(str, paths), backend=backend)
+        nad[arch] = str(paths[0])
+        found[f"nads {arch}"] = np.load(paths[1])
+    for study in plan.cfg.enabled():
+        cell = plan.cells(study)[0]
+        nads = nad[plan.cfg.nad_source(cell.arch)] if plan.nad_files(study, cell.arch) else None
+        base = out / f"{study}_{cell.arch}_{cell.variant}"
+        model, record = f"{base}.pt", f"{base}.json"
+        train_job(
+            plan.train_job(study, cell.arch, cell.variant, (0,)), nads, [model], [record], backend
+        )
+        job = plan.eval_job(study, cell.arch, cell.variant, 0)
+        evaluate_job(job, nads, model, record, f"{base}.parquet", f"{base}.npz", backend)
+        found[f"weights {study}"] = load_torch(model)
+        found[f"record {study}"] = json.load(open(record))
+        found[f"rows {study}"] = pd.read_parquet(f"{base}.parquet")
+        found[f"arrays {study}"] = dict(np.load(f"{base}.npz"))
+    ensemble = plan.train_job("nad_pairs", "mlp", "i0_j0", (0, 1))
+    outs = [str(out / f"ens{k}.pt") for k in (0, 1)], [str(out / f"ens{k}.json") for k in (0, 1)]
+    train_job(ensemble, nad["mlp"], *outs, backend)
+    found["weights ensemble"] = [load_torch(p) for p in outs[0]]
+    return found
+
+
+MEASURED = ["accuracy", "loss", "reliance_deg", "margin_v1", "jacobian_norm_test"]
+
+
+@pytest.fixture(scope="module")
+def on_cpu(plan, tmp_path_factory):
+    return run_every_job(plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))
+
+
+def test_every_job_computes_on_its_device_only(plan, on_cpu, tmp_path):
+    # a tensor made without a device below a job would land on "meta" and fail
+    with torch.device("meta"):
+        guarded = run_every_job(plan, tmp_path, Backend(device="cpu"))
+    assert set(guarded) == set(on_cpu)
+    for key, value in on_cpu.items():
+        other = guarded[key]
+        if key.startswith("nads"):
+            assert np.array_equal(value, other), key
+        elif key.startswith("weights"):
+            pairs = zip(value, other, strict=True) if isinstance(value, list) else [(value, other)]
+            for a, b in pairs:
+                assert all(torch.equal(a[k], b[k]) for k in a), key
+        elif key.startswith("record"):
+            assert value["history"][-1]["loss"] == other["history"][-1]["loss"], key
+            assert value["device"] == "cpu" and value["deterministic"] is False
+        elif key.startswith("rows"):
+            cols = [c for c in value.columns if c in MEASURED or c.startswith("band_")]
+            pd.testing.assert_frame_equal(value[cols], other[cols])
+        else:
+            assert all(np.array_equal(value[k], other[k]) for k in value), key
+    rows = on_cpu["rows nad_pairs"]
+    assert rows["relu_units"].iloc[0] == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84  # LeNet, 2 ch.
+
+
+def relu_units_820f241(net: nn.Module, shape) -> int:
+    """models.relu_units as it was at 820f241: zeros made without a device."""
+    count = 0
+
+    def hook(_m, _i, out):
+        nonlocal count
+        count += out[0].numel()
+
+    hooks = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
+    with torch.no_grad():
+        net(torch.zeros(1, *shape))
+    for h in hooks:
+        h.remove()
+    return count
+
+
+def test_the_guard_catches_820f241s_relu_units_and_passes_todays():
+    net = build(ModelSpec("lenet", {}, Shape(2, 32, 32), 2))
+    x = torch.randn(4, 2, 32, 32)  # the job's data, on its device
+    with torch.device("meta"), pytest.raises(RuntimeError, match="expected device"):
+        relu_units_820f241(net, tuple(x.shape[1:]))  # fails at LeNet's first linear layer
+    assert relu_units_820f241(net, tuple(x.shape[1:])) == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84
+    with torch.device("meta"):
+        assert relu_units(net, x) == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84
+
+
+@pytest.mark.parametrize("estimator", ["gradient", "dipole"])
+def test_nad_estimators_compute_on_their_device_only(estimator):
+    settings = NadSettings(estimator=estimator, n_networks=4, windowed=False)
+    spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
+    plain = compute_nads(lambda: build(spec), settings, spec.shape, "cpu", progress=False)
+    with torch.device("meta"):
+        guarded = compute_nads(lambda: build(spec), settings, spec.shape, "cpu", progress=False)
+    assert torch.equal(plain["vectors"], guarded["vectors"])
+
+
+def test_a_job_given_a_gpu_it_cannot_use_stops_unless_told_to_use_the_cpu(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the job would use the GPU it was given")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a GPU slot, or SLURM's --gpus=1
+    with pytest.raises(DeviceError, match=r"given GPU 0 .* set gpus.device: cpu"):
+        setup(Backend())
+    assert setup(Backend(device="cpu")).type == "cpu"  # doing what the message says
+    with pytest.raises(DeviceError, match=r"--device asks for CUDA.*--device cpu"):
+        choose_device("cuda", flag="--device")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert setup(Backend()).type == "cpu"  # no GPU given, none seen: the CPU, as asked (auto)
+
+
+@pytest.mark.gpu
+def test_every_job_on_cuda_agrees_with_the_cpu(plan, on_cpu, tmp_path):
+    on_gpu = run_every_job(plan, tmp_path, Backend(device="cuda", deterministic=True))
+    for key, value in on_cpu.items():
+        other = on_gpu[key]
+        if key.startswith("nads"):  # the same leading NADs (sign fixed), to float tolerance
+            overlap = np.square(value[:5] @ other[:5].T).sum() / 5
+            assert overlap > 0.99, key
+        elif key.startswith("record"):
+            assert other["device"] != "cpu" and other["deterministic"] is True
+            assert abs(value["history"][-1]["loss"] - other["history"][-1]["loss"]) < 1e-3
+        elif key.startswith("rows"):
+            diff = (value["accuracy"] - other["accuracy"]).abs().max()
+            assert diff <= 2 / DATA["n_test"], (key, diff)
+
+
+@pytest.mark.gpu
+def test_deterministic_cuda_jobs_repeat_bit_for_bit(plan, tmp_path):
+    runs = [
+        run_every_job(plan, tmp_path / f"run{k}", Backend(device="cuda", deterministic=True))
+        for k in (0, 1)
+    ]
+    for key, value in runs[0].items():
+        if key.startswith("weights") and not isinstance(value, list):
+            assert all(torch.equal(value[k], runs[1][key][k]) for k in value), key
