@@ -40,9 +40,8 @@ SLOTS = slots.pool(
     GPUS,
 )
 if SLOTS and workflow.global_resources.get("gpu") is None:
-    workflow.global_resources["gpu"] = len(
-        SLOTS
-    )  # at most one GPU job per slot at once
+    # without --resources gpu=N: at most one GPU job per slot at once
+    workflow.register_resource("gpu", len(SLOTS))
 os.environ[slots.SLOTS_ENV] = ",".join(SLOTS)
 os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(CFG.gpus.lock_dir)
 os.environ[backend.ENV] = CFG.gpus.backend().to_env()
