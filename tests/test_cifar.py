@@ -2,6 +2,7 @@
 the data of cifar_nad, poison and flip, the missing-data check, and the DAG end to end."""
 
 import copy
+import os
 import pickle
 
 import matplotlib.image as mpimg
@@ -372,3 +373,11 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     }  # fmt: skip  # the centred grid: the zero frequency in the middle
     img = mpimg.imread(tmp_path / "results/fourier/plots/accuracy_lenet.png")
     assert img.std() > 0.05
+    # the NAD file replaced in place by another basis, its time stamp kept (cp -p): every
+    # result that rests on it is stale, and only those (at 820f241: "Nothing to be done")
+    path = tmp_path / "published.npy"
+    st = path.stat()
+    np.save(path, np.ascontiguousarray(basis[::-1]).astype(np.float32))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    jobs = planned(tmp_path, reduced)
+    assert jobs["nads"] == 1 and jobs["train"] == jobs["evaluate"] == 2  # published's 2 cells

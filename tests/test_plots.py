@@ -135,26 +135,6 @@ def test_cross_sections_share_one_scale_with_a_colour_bar_and_a_legend(tmp_path)
     assert "class +1 mean" in legend_texts and "class −1 mean" in legend_texts
 
 
-def test_nad_figure_says_on_the_figure_when_the_nads_did_not_converge(tmp_path):
-    net = lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 1))  # noqa: E731
-    art = compute_nads(net, NadSettings(n_networks=40), Shape(1, 32, 32), progress=False)
-    verdict, fig = plots.nad_figure(art, "logreg", str(tmp_path / "n.png"), min_overlap=0.99)
-    assert verdict.startswith("WARNING: NADs of logreg: split-half top-10 overlap")
-    assert "raise nads.n_networks (now 40)" in verdict
-    stamp = [t.get_text() for t in fig.texts]
-    assert any(t.startswith("not converged: top-10 overlap") for t in stamp)
-    verdict, fig = plots.nad_figure(art, "logreg", str(tmp_path / "n.png"), 0.0)
-    assert not verdict.startswith("WARNING")
-    assert not any("converged" in t.get_text() for t in fig.texts)
-    assert mpimg.imread(tmp_path / "n.png").shape[0] > 600
-    # too few networks for any overlap: convergence unknown, said on the figure and the verdict
-    few = compute_nads(net, NadSettings(n_networks=4), Shape(1, 32, 32), progress=False)
-    verdict, fig = plots.nad_figure(few, "logreg", str(tmp_path / "f.png"), 0.5)
-    assert verdict.startswith("WARNING") and "convergence unknown" in verdict
-    assert any("convergence unknown" in t.get_text() for t in fig.texts)
-    assert math.isnan(few["split_half"]["overlap"][10])
-
-
 U40 = torch.linalg.qr(torch.randn(1024, 40, generator=torch.Generator().manual_seed(0)))[0].T
 S40 = torch.cat([torch.full((10,), 1.5), torch.full((30,), 1.0)])
 
@@ -169,6 +149,53 @@ class TenAboveThirty(torch.nn.Module):
 
     def forward(self, x):
         return ((x.flatten(1) @ U40.T) * (self.a * S40)).sum(1, keepdim=True)
+
+
+def test_nad_figure_stamps_an_unconverged_estimate_and_names_a_flat_spectrum(tmp_path):
+    # ten directions above thirty, from 40 networks: an order exists, not yet found
+    art = compute_nads(
+        TenAboveThirty, NadSettings("gradient", n_networks=40), Shape(1, 32, 32), progress=False
+    )
+    verdict, fig = plots.nad_figure(art, "model", str(tmp_path / "n.png"), min_overlap=0.5)
+    assert verdict.startswith("WARNING: NADs of model: split-half top-10 overlap")
+    assert "raise nads.n_networks (now 40)" in verdict and "anisotropy 3.19" in verdict
+    stamp = [t.get_text() for t in fig.texts]
+    assert any(t.startswith("not converged: top-10 overlap") for t in stamp)
+    verdict, fig = plots.nad_figure(art, "model", str(tmp_path / "n.png"), 0.0)
+    assert not verdict.startswith("WARNING")
+    assert not any("converged" in t.get_text() for t in fig.texts)
+    assert mpimg.imread(tmp_path / "n.png").shape[0] > 600
+    # every panel kind has a labelled colour bar; the Fourier panels share one scale
+    labels = {ax.get_ylabel() for ax in fig.axes}
+    assert {"NAD / its max |value|", "share of its energy (log)"} <= labels
+    fourier = [im for ax in fig.axes for im in ax.images if im.get_cmap().name == "magma"]
+    assert len(fourier) == 16 and len({im.get_clim() for im in fourier}) == 1
+    # the spectrum stops at the covariance's rank (39), not 25 decades of rounding noise below
+    (line,) = [ln for ax in fig.axes for ln in ax.lines if ln.get_label() == "eigenvalue"]
+    assert len(line.get_xdata()) == 39
+    # a linear model's sensitivity is its random weight vector: an isotropic covariance, no
+    # order to find; said as such, no warning and no stamp (at 820f241: "not converged")
+    logreg = lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 1))  # noqa: E731
+    flat = compute_nads(logreg, NadSettings(n_networks=40), Shape(1, 32, 32), progress=False)
+    verdict, fig = plots.nad_figure(flat, "logreg", str(tmp_path / "f.png"), min_overlap=0.5)
+    assert verdict.startswith("NADs of logreg: nearly isotropic: its top eigenvalue is 0.95 x")
+    assert not any("converged" in t.get_text() for t in fig.texts)
+    # too few networks for any overlap: convergence unknown, said on the figure and the verdict
+    few = compute_nads(TenAboveThirty, NadSettings("gradient", n_networks=4), Shape(1, 32, 32),
+                       progress=False)  # fmt: skip
+    verdict, fig = plots.nad_figure(few, "model", str(tmp_path / "f.png"), 0.5)
+    assert verdict.startswith("WARNING") and "convergence unknown" in verdict
+    assert any("convergence unknown" in t.get_text() for t in fig.texts)
+    assert math.isnan(few["split_half"]["overlap"][10])
+
+
+def test_a_basis_without_a_spectrum_leaves_no_blank_space(tmp_path):
+    basis = torch.linalg.qr(torch.randn(1024, 1024, generator=torch.Generator().manual_seed(1)))[0]
+    art = {"vectors": basis.T[:20], "eigenvalues": None, "shape": [1, 32, 32], "file": "b.npy"}
+    _, fig = plots.nad_figure(art, "b", str(tmp_path / "b.png"), 0.5)
+    img = mpimg.imread(tmp_path / "b.png")
+    bottom = img[int(0.75 * img.shape[0]) :, :, :3]
+    assert bottom.std() > 0.05  # the last row of panels reaches the bottom (820f241: blank)
 
 
 def test_doing_what_the_nad_warning_says_makes_it_go_away(tmp_path):

@@ -4,6 +4,7 @@ re-plans, and what a user is told (and what happens when they do it) when someth
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 import yaml
 from conftest import REPO
@@ -66,12 +68,22 @@ def snakemake(
     return res
 
 
-def command(workdir: Path, line: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a command line a message told the user to run, in the working directory, exactly
-    as written (with this Snakefile)."""
-    args = line.split()
+def command(cwd: Path, line: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command line a message told the user to run, exactly as written, from `cwd` (where
+    the user ran the command that printed it)."""
+    args = shlex.split(line)
     assert args[0] == "snakemake", line
-    return snakemake(workdir, *args[1:], check=check)
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args[1:]], capture_output=True, text=True, cwd=cwd
+    )
+    if check and res.returncode != 0:
+        raise AssertionError(f"{line} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return res
+
+
+def suggested(workdir: Path, *args: str) -> str:
+    """The command nadpipe suggests for a run started as `snakemake(workdir, ...)`."""
+    return shlex.join(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args])
 
 
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
@@ -327,7 +339,7 @@ def test_a_corrupt_artifact_is_named_and_the_command_given_rebuilds_everything(r
     log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
     match = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)
     assert f"{model} cannot be read" in log and match
-    assert match[1] == f"snakemake --cores all --forcerun {model}"
+    assert match[1] == suggested(copy, "--cores", "all", "--forcerun", model)
     # exactly the command it names: the model, its evaluation and everything made from them
     command(copy, match[1])
     assert (copy / model).read_bytes() == data  # the same bytes: training is deterministic
@@ -352,8 +364,8 @@ def test_results_made_by_other_library_source_are_named_with_the_command(run, tm
     assert "2 result(s) on disk were made by other nadpipe library source" in out
     assert "1 of rule nads, 1 of rule train" in out
     assert planned(copy) == {}  # it says so; it does not rerun by itself
-    given = re.search(r"(snakemake --cores all --forcerun [\w ]+)", out)[1]
-    assert given == "snakemake --cores all --forcerun nads train"
+    given = re.search(r"(snakemake .*--forcerun [\w ]+)", out)[1]
+    assert given == suggested(copy, "--cores", "all", "--forcerun", "nads", "train")
     command(copy, given)
     out = snakemake(copy, "-n", "--cores", "1").stdout
     assert "other nadpipe library source" not in out and "Nothing to be done" in out
@@ -392,40 +404,69 @@ def test_a_deleted_intermediate_is_rebuilt_as_the_readme_says(run, tmp_path):
     assert planned(copy) == {}
     # asked for by name, it alone is rebuilt; --forcerun rebuilds it and everything made from it
     assert "train" in snakemake(copy, "-n", "--cores", "1", model).stdout
-    command(copy, f"snakemake --cores all --forcerun {model}")
+    command(copy, suggested(copy, "--cores", "all", "--forcerun", model))
     assert (copy / model).read_bytes() == (workdir / model).read_bytes()
     assert planned(copy) == {}
 
 
-def test_a_killed_run_is_finished_by_following_snakemakes_advice(run, tmp_path):
+def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishes(run, tmp_path):
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
     for p in (copy / "results/nad_pairs/eval/mlp").glob("*"):
         p.unlink()  # work for a run to do
+    for p in (copy / "results/nad_pairs/models/lenet").glob("i1000_j1000_s0.*"):
+        p.unlink()  # a training that is still running when Snakemake dies
     cmd = snakemake_command(copy, "--cores", "1")
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    deadline = time.time() + 60
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 90
     while not list((copy / ".snakemake/incomplete").glob("*")) and time.time() < deadline:
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its jobs, at once
+    # Snakemake alone dies (a lost login session); its jobs live on (stopped here, so that they
+    # are still there when the next run looks, however short they are)
+    jobs = psutil.Process(proc.pid).children(recursive=True)
+    for job in jobs:
+        job.send_signal(signal.SIGSTOP)
+    proc.send_signal(signal.SIGKILL)
     proc.wait()
-    # whatever Snakemake says to do next, done to the letter, finishes the run
-    for _ in range(3):
-        res = snakemake(copy, "--cores", "2", check=False)
-        if res.returncode == 0:
-            break
-        out = res.stdout + res.stderr
-        if "--unlock" in out and "cannot be locked" in out:
-            snakemake(copy, "--unlock")
-        elif "--rerun-incomplete" in out:
-            snakemake(copy, "--cores", "2", "--rerun-incomplete")
-        else:
-            raise AssertionError(out[-3000:])
+    res = snakemake(copy, "--cores", "2", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "the last run in this directory was killed" in out
+    assert f"snakemake pid {proc.pid}" in out
+    steps = re.findall(r"`([^`]+)`", out.split("was killed")[1])
+    pids = [int(p) for p in re.search(r"\(pids ([\d ]+)\)", out)[1].split()]
+    assert set(pids) == {job.pid for job in jobs} and pids
+    assert steps[0] == f"kill {' '.join(map(str, pids))}"
+    assert steps[1] == suggested(copy, "--unlock")
+    assert steps[2].startswith(suggested(copy, "--cores", "all"))
+    for pid in pids:  # exactly what it says, in its order
+        os.kill(pid, signal.SIGKILL)
+    for step in steps[1:]:
+        command(copy, step)
     assert planned(copy) == {}
     a = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
     pd.testing.assert_frame_equal(a, pd.read_parquet(workdir / "results/nad_pairs/summary.parquet"))
+
+
+def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, tmp_path):
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    (copy / "tiny.yaml").write_text("nad_pairs: {indices: [0]}\n")  # a subset of the cells
+    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+    tiny = [*base, "--configfile", "tiny.yaml", "--cores", "2"]  # as a user types it, in copy
+    assert subprocess.run(tiny, cwd=copy, capture_output=True).returncode == 0
+    model = "results/nad_pairs/models/lenet/i0_j0_s0.pt"
+    data = (copy / model).read_bytes()
+    (copy / model).write_bytes(data[:100])
+    (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()
+    res = subprocess.run(tiny, cwd=copy, capture_output=True, text=True)
+    assert res.returncode != 0
+    log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
+    given = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)[1]
+    assert "--configfile tiny.yaml" in given
+    command(copy, given)  # typed as given, from where the run was started
+    summary = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
+    assert set(summary["nad_i"]) == {0}  # tiny's study, not the default one (820f241's command)
+    assert (copy / model).read_bytes() == data
 
 
 def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):

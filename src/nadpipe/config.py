@@ -23,7 +23,6 @@ from .settings import REGISTRY_NAMES, Architecture, NadConfig, Shape, StudySetti
 from .studies import REGISTRY
 
 NAME_PATTERN = r"[A-Za-z0-9_-]{1,64}"
-MAX_FULL_D = 4096  # as nadpipe.nads: above it, NADs come from the Gram matrix and need top_k
 
 
 class ConfigError(ValueError):
@@ -390,25 +389,21 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
                 why = REGISTRY[study].check_shape(shape)
                 if why:
                     raise ConfigError(f"config key 'architectures.{src}.shape': {study}: {why}")
-        nc = cfg.nad_config(src)
-        if nc.top_k is None and shape.d > MAX_FULL_D and not cfg.arch(src).nads_file:
-            raise ConfigError(
-                f"config key 'architectures.{src}.nads.top_k' (or nads.top_k): {src}'s inputs "
-                f"{shape} have {shape.d} coordinates; above {MAX_FULL_D} the d x d covariance "
-                "is not formed, so say how many NADs to compute (e.g. top_k: 256)"
-            )
-        if nc.top_k and shape.d > MAX_FULL_D and nc.top_k > nc.n_networks * nc.n_points - 1:
-            raise ConfigError(
-                f"config key 'nads.top_k': {nc.top_k} NADs of {src} asked from "
-                f"{nc.n_networks * nc.n_points} sensitivity samples (rank at most "
-                f"{nc.n_networks * nc.n_points - 1}); raise nads.n_networks or lower top_k"
-            )
+        if not cfg.arch(src).nads_file:
+            nad_settings = cfg.nad_config(src).compute()
+            why = st.nad_problem(nad_settings, shape, st.config_words(src), f"{src}'s")
+            if why:
+                raise ConfigError(why)
     for name, spec in model_specs(cfg):
         # registry models with their defaults take any channel count on 32x32 inputs
         if spec.model not in REGISTRY_NAMES or spec.kwargs or spec.shape.size != (32, 32):
             check_model(cfg, name, spec)
     for study in cfg.enabled():
         _check_indices(cfg, study, cfg.studies[study])
+        for arch in cfg.studies[study].architectures:
+            why = REGISTRY[study].check_settings(cfg.studies[study], cfg.nad_shape(arch), arch)
+            if why:
+                raise ConfigError(why)
     _check_bands(cfg)
     if any(REGISTRY[s].needs_cifar for s in cfg.enabled()):
         from .cifar import missing_files, missing_message

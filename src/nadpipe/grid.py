@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from .config import Config
+from .io import file_sha256
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
 from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure
 
@@ -54,6 +55,7 @@ class NadJob:
     model: ModelSpec  # the single-logit network on the NAD shape
     settings: NadSettings
     file: str | None = None  # architectures.NAME.nads_file
+    file_sha256: str | None = None  # its content: replacing the file reruns what rests on it
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Plan:
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
+        self._digests: dict[str, str] = {}  # NAD file -> sha256, read once per run
 
     # -- cells ----------------------------------------------------------------------------
 
@@ -136,7 +139,12 @@ class Plan:
     def nad_job(self, arch: str) -> NadJob:
         a = self.cfg.arch(arch)
         model = ModelSpec(a.model, a.kwargs, a.shape, 1)
-        return NadJob(arch, model, self.cfg.nad_config(arch).compute(), a.nads_file)
+        digest = None
+        if a.nads_file:
+            if a.nads_file not in self._digests:
+                self._digests[a.nads_file] = file_sha256(a.nads_file)
+            digest = self._digests[a.nads_file]
+        return NadJob(arch, model, self.cfg.nad_config(arch).compute(), a.nads_file, digest)
 
     def model_spec(self, study: str, arch: str) -> ModelSpec:
         a = self.cfg.arch(arch)

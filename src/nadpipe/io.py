@@ -10,9 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,19 @@ def derive_seed(*parts: object) -> int:
     """
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes (hex); "missing" when there is no such file (the config check
+    names the key that points to it)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except FileNotFoundError:
+        return "missing"
+    return h.hexdigest()
 
 
 def generator(*parts: object):  # -> torch.Generator
@@ -78,27 +89,52 @@ def save_text(text: str, path: str | os.PathLike) -> None:
     atomic_write(path, write)
 
 
+RUN_ENV = "NADPIPE_RUN_OPTIONS"  # JSON: the options that say which run this is (nadpipe.runs)
+
+
+def in_workflow() -> bool:
+    """Whether this process is a job of a workflow run (else: the `nadpipe` command, Python)."""
+    return RUN_ENV in os.environ
+
+
+def snakemake_command(*args: str) -> str:
+    """A Snakemake command line for the run this job belongs to: the options it was started with
+    that say which run it is (Snakefile, directory, config files and overrides, profiles;
+    nadpipe.runs.run_options), then `args`, quoted for a shell."""
+    import shlex
+
+    options = json.loads(os.environ.get(RUN_ENV, "[]"))
+    return shlex.join(["snakemake", *options, *map(str, args)])
+
+
 def rebuild_command(path: str | os.PathLike) -> str:
     """The command that rebuilds `path` and everything made from it (one command: --forcerun
     reruns the job and all jobs downstream of it that the run needs)."""
-    return f"snakemake --cores all --forcerun {path}"
+    return snakemake_command("--cores", "all", "--forcerun", str(path))
 
 
 class ArtifactError(RuntimeError):
     """An artifact is missing, truncated, corrupt or made for other settings; the message says
-    how to rebuild it."""
+    how to rebuild it (in a workflow run) or what it is (elsewhere)."""
 
 
 def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any]) -> Any:
-    """`reader(path)`, turning any failure into an `ArtifactError` naming the file and the
-    command that rebuilds it."""
+    """`reader(path)`, turning any failure into an `ArtifactError` naming the file and, in a
+    workflow run, the command that rebuilds it."""
+    if not os.path.isfile(path):
+        what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
+        raise ArtifactError(f"{path} {what}" + _rebuild_hint(path))
     try:
         return reader(str(path))
     except Exception as e:  # a corrupt file can fail in any of the readers' layers
         raise ArtifactError(
-            f"{path} cannot be read ({type(e).__name__}: {e}); it is truncated or corrupt. "
-            f"Rebuild it with: {rebuild_command(path)}"
+            f"{path} cannot be read ({type(e).__name__}: {e}); it is truncated or corrupt, "
+            f"or not a file of this kind" + _rebuild_hint(path)
         ) from e
+
+
+def _rebuild_hint(path) -> str:
+    return f". Rebuild it with: {rebuild_command(path)}" if in_workflow() else ""
 
 
 def load_torch(path: str | os.PathLike) -> Any:
@@ -133,65 +169,6 @@ def run_facts() -> dict:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
     }
-
-
-# -- what a job says ------------------------------------------------------------------------
-
-WARNING = "WARNING:"  # the prefix the end-of-run summary collects from job logs
-
-
-def say(message: str, file=None) -> None:
-    """One timestamped line (a log file gets one line per event, no progress frames)."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    print(f"{stamp} {message}", file=file or sys.stdout, flush=True)
-
-
-def warn(message: str) -> None:
-    """A warning in the job log; the run repeats it in its summary at the end."""
-    say(f"{WARNING} {message}")
-
-
-class _Lines:
-    """Progress as plain timestamped lines at most every `every` seconds (and at the end)."""
-
-    def __init__(self, total: int, desc: str, unit: str, every: float = 10.0):
-        self.total, self.desc, self.unit, self.every = total, desc, unit, every
-        self.n, self.start, self.last = 0, time.perf_counter(), time.perf_counter()
-
-    def update(self, k: int = 1) -> None:
-        self.n += k
-        now = time.perf_counter()
-        if now - self.last >= self.every or self.n >= self.total:
-            self.last = now
-            spent = now - self.start
-            left = spent / self.n * (self.total - self.n) if self.n else float("nan")
-            say(
-                f"{self.desc}: {self.n}/{self.total} {self.unit} "
-                f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left",
-                file=sys.stderr,
-            )
-
-    def close(self) -> None:
-        pass
-
-
-class _Silent:
-    def update(self, k: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def progress_bar(total: int, desc: str, unit: str = "it", enabled: bool = True):
-    """A tqdm bar on a terminal; plain timestamped lines when stderr is a file (a job log)."""
-    if not enabled:
-        return _Silent()
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
-    return _Lines(total, desc, unit)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from .io import (
     ArtifactError,
     atomic_write,
     derive_seed,
+    file_sha256,
     load_json,
     load_parquet,
     load_torch,
@@ -29,9 +30,9 @@ from .io import (
     run_facts,
     save_json,
     save_torch,
-    say,
-    warn,
+    snakemake_command,
 )
+from .log import say, warn
 from .nads import compute_nads, overlaps_line
 from .provenance import provenance
 from .settings import plain, typed
@@ -48,7 +49,12 @@ RUN_COLUMNS = ["train_seconds", "eval_seconds", "host", "slurm_job_id", "cuda_vi
 
 def _nad_record(job: NadJob) -> dict:
     """What a NAD artifact must have been made from (checked by every job that reads it)."""
-    return {"model": plain(job.model), "settings": plain(job.settings), "file": job.file}
+    return {
+        "model": plain(job.model),
+        "settings": plain(job.settings),
+        "file": job.file,
+        "file_sha256": job.file_sha256,
+    }
 
 
 def nads_job(
@@ -64,9 +70,13 @@ def nads_job(
     start = time.perf_counter()
     shape = job.model.shape
     if job.file:
-        vectors = torch.from_numpy(
-            read_nad_file(job.file, shape, f"architectures.{job.arch}.nads_file")
-        )
+        key = f"architectures.{job.arch}.nads_file"
+        if file_sha256(job.file) != job.file_sha256:
+            raise ArtifactError(
+                f"config key {key!r}: {job.file} changed after this run was planned; run "
+                f"again to use the new file: {snakemake_command('--cores', 'all')}"
+            )
+        vectors = torch.from_numpy(read_nad_file(job.file, shape, key))
         art = {
             "vectors": vectors.float(),
             "eigenvalues": None,
@@ -119,8 +129,8 @@ def load_nads(path: str, job: NadJob) -> torch.Tensor:
     `job` (the same model, settings or file): an artifact made for other settings (possible with
     --rerun-triggers mtime, or a file copied in) stops the job."""
     art = load_torch(path)
-    found = {k: art.get(k) for k in ("model", "settings", "file")}
     expected = _nad_record(job)
+    found = {k: art.get(k) for k in expected}
     if found != expected:
         differ = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
         raise ArtifactError(

@@ -27,12 +27,10 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 
 from .data import Shape
 from .dipole import WindowedDipole
-from .io import derive_seed, generator, progress_bar
-from .settings import NadSettings
+from .io import derive_seed, generator
+from .log import progress_bar, say
+from .settings import MAX_FULL_D, NadSettings
 
-# above this many coordinates the d x d covariance is not formed: NADs come from the Gram
-# matrix of the sensitivities, and nads.top_k must say how many are wanted
-MAX_FULL_D = 4096
 KS = (1, 10, 50, 100)  # the split-half overlaps reported
 
 
@@ -197,9 +195,7 @@ def sample_sensitivities(
     plan = dipole_plan(build().eval(), settings, shape, device)
     if plan is not None and progress:
         ops = plan.windowed
-        print(
-            f"NADs: dipole probes as windows through {len(ops)} operations ({ops[0]} to {ops[-1]})"
-        )
+        say(f"NADs: dipole probes as windows through {len(ops)} operations ({ops[0]} to {ops[-1]})")
     bar = progress_bar(settings.n_networks, "NADs", unit="net", enabled=progress)
     chunk = settings.networks_per_chunk
     for start in range(0, settings.n_networks, chunk):
@@ -264,9 +260,7 @@ def subspace_overlap(u: torch.Tensor, v: torch.Tensor, k: int) -> float:
     return (u[:k].double() @ v[:k].double().T).pow(2).sum().item() / k
 
 
-def split_half(
-    g: torch.Tensor, n_points: int, ks: tuple[int, ...] = KS, top_k: int | None = None
-) -> dict:
+def split_half(g: torch.Tensor, n_points: int, ks: tuple[int, ...] = KS) -> dict:
     """NADs from two halves of the networks: subspace overlaps of their first k NADs, and the
     largest difference of their top eigenvalues relative to the top one.
 
@@ -296,7 +290,7 @@ def split_half(
     if usable < 1:
         return out
     k_max = max([k for k in wanted if k <= usable] + [min(10, usable)])
-    need = None if top_k is None and d <= MAX_FULL_D else k_max
+    need = k_max  # the first NADs only: from the Gram matrix when a half is smaller than d
     (ea, va), (eb, vb) = (nads_from_sensitivities(h, need) for h in halves)
     for k in wanted:
         if k <= usable:
@@ -328,17 +322,71 @@ def compute_nads(
             f"or is NaN at x0 +- h e_k (estimator {settings.estimator}, h = {settings.step}); "
             "NADs from them would be meaningless"
         )
+    d = shape.d
+    if progress:
+        how = f"{d} x {d} covariance" if settings.top_k is None or d <= len(g) else "Gram matrix"
+        say(f"NADs: eigendecomposition of the {how} of {len(g)} sensitivities")
     evals, vecs = nads_from_sensitivities(g, settings.top_k)
     if not torch.isfinite(evals).all():
         raise NadError("the NAD eigenvalues are not finite; the sensitivities are degenerate")
+    if progress:
+        say("NADs: split-half diagnostic (the NADs of each half of the networks)")
     return {
         "vectors": vecs.float(),
         "eigenvalues": evals,
         "shape": list(shape),
-        "split_half": split_half(g, settings.n_points, top_k=settings.top_k),
+        "split_half": split_half(g, settings.n_points),
+        "isotropy": isotropy(g, evals[0].item()),
         "settings": asdict(settings),
         "device": torch.device(device).type,
     }
+
+
+ISOTROPIC_BELOW = 1.5  # anisotropy under which a spectrum counts as nearly isotropic
+
+
+def isotropy(g: torch.Tensor, top: float) -> dict:
+    """How far the covariance of the sensitivities `g` (m, d) is from isotropic: its top
+    eigenvalue `top` over the mean eigenvalue, against the largest eigenvalue an isotropic
+    covariance estimated from as many samples shows (the Marchenko-Pastur edge
+    (1 + sqrt(d / (m - 1)))^2); their ratio, the anisotropy, is about 1 for an isotropic one.
+    Measured (README): an MLP's 1.1-1.3, LeNet's 1.7 from 24 networks to 8.7 from 1 100."""
+    m, d = g.shape
+    centred = g - g.mean(dim=0, keepdim=True)
+    mean = centred.pow(2).sum().item() / max(m - 1, 1) / d  # trace / d
+    edge = (1 + math.sqrt(d / max(m - 1, 1))) ** 2
+    ratio = top / mean if mean > 0 else float("nan")
+    return {"top_over_mean": ratio, "isotropic_edge": edge, "anisotropy": ratio / edge}
+
+
+def verdict(art: dict, min_overlap: float, raise_networks: str) -> tuple[str, str]:
+    """(kind, text) of an artifact's convergence: "converged" (split-half top-10 overlap at
+    least `min_overlap`), "isotropic" (a flat spectrum: no order of its NADs to find, whatever
+    the overlap), "not converged" or "unknown" (both worth a warning). `raise_networks` is how
+    the interface says to use more networks (e.g. "raise nads.n_networks (now 40)")."""
+    sh = art["split_half"]
+    top10 = sh["overlap"].get(10, float("nan"))
+    iso = art.get("isotropy")
+    if not math.isfinite(top10):  # too few networks to judge anything
+        why = sh["undefined"].get(10, "too few networks")
+        return "unknown", f"convergence unknown: {why}; {raise_networks}"
+    if top10 >= min_overlap:
+        return "converged", f"split-half top-10 overlap {top10:.2f}"
+    if iso and math.isfinite(iso["anisotropy"]) and iso["anisotropy"] < ISOTROPIC_BELOW:
+        n = sum(sh["halves"])
+        return "isotropic", (
+            f"nearly isotropic: its top eigenvalue is {iso['anisotropy']:.2f} x the largest an "
+            f"isotropic covariance shows from {n} networks (below {ISOTROPIC_BELOW}), so there "
+            f"is no order of its NADs to find and a low split-half overlap ({top10:.2f} at "
+            "k = 10) is expected, not a sign of too few networks"
+        )
+    return "not converged", (
+        f"split-half top-10 overlap {top10:.2f} < {min_overlap}: not converged (anisotropy "
+        f"{iso['anisotropy']:.2f}, not a flat spectrum); {raise_networks}"
+        if iso
+        else f"split-half top-10 overlap {top10:.2f} < {min_overlap}: not converged; "
+        f"{raise_networks}"
+    )
 
 
 def rank(settings: NadSettings, shape: Shape) -> int:

@@ -93,12 +93,13 @@ def stale_message(found: dict[str, list[str]]) -> str | None:
         return None
     n = sum(map(len, found.values()))
     per = ", ".join(f"{len(v)} of rule {rule}" for rule, v in found.items())
+    from .io import snakemake_command
+
     example = next(iter(found.values()))[0]
-    rules = " ".join(found)
+    command = snakemake_command("--cores", "all", "--forcerun", *found)
     return (
         f"{n} result(s) on disk were made by other nadpipe library source than this checkout's "
         f"({source_hash()}): {per} (e.g. {example}). Snakemake does not rerun them by itself "
         f"(it sees changes to the workflow scripts, not to the library). If the change matters "
-        f"for them, recompute them and everything made from them with: "
-        f"snakemake --cores all --forcerun {rules}"
+        f"for them, recompute them and everything made from them with: {command}"
     )

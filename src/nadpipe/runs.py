@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import json
 import os
 import sys
 import time
 
 from . import provenance
-from .io import WARNING
+from .log import WARNING
 
 LOCK = ".nadpipe/run.lock"
 # Snakemake commands that plan, report or tidy up, and execute no job: they do not take the lock
@@ -62,6 +63,12 @@ NOT_EXECUTING = {
     "--print-compilation",
 }
 
+# options that say which run this is, repeated in every command nadpipe suggests (a command
+# without them could plan another config's study in the same directory); those marked take
+# every token up to the next option, as Snakemake's own parser does
+REPEATED = {"-s", "--snakefile", "-d", "--directory", "--profile", "--workflow-profile"}
+REPEATED_MANY = {"--configfile", "--configfiles", "--config", "-C"}
+
 _held = None  # this process's open lock file, kept until it ends
 _server = None  # the warm job server of this run (nadpipe.worker)
 
@@ -75,9 +82,33 @@ def executes(argv: list[str]) -> bool:
     return not any(a.split("=")[0] in NOT_EXECUTING for a in argv[1:])
 
 
-def take_lock(path: str = LOCK) -> None:
+def run_options(argv: list[str]) -> list[str]:
+    """The options of a Snakemake command line `argv` that say which run it is: the Snakefile,
+    the directory, config files and `--config` overrides, profiles (as typed)."""
+    out, i = [], 1
+    while i < len(argv):
+        token = argv[i]
+        name, has_value = token.split("=", 1)[0], "=" in token and token.startswith("--")
+        i += 1
+        if name not in REPEATED | REPEATED_MANY:
+            continue
+        out.append(token)
+        if has_value:
+            continue
+        if name in REPEATED_MANY:
+            while i < len(argv) and not argv[i].startswith("-"):
+                out.append(argv[i])
+                i += 1
+        elif i < len(argv):
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def take_lock(path: str = LOCK) -> str:
     """Hold `path` (flock) for this process's lifetime; the kernel releases it however the
-    process ends. Raise RunInProgress naming the holder when another process has it."""
+    process ends. Raise RunInProgress naming the holder when another process has it. Returns
+    what the last holder wrote into it (its pid, start and command line)."""
     global _held
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     f = open(path, "a+")  # noqa: SIM115 -- held until the process ends
@@ -94,6 +125,8 @@ def take_lock(path: str = LOCK) -> None:
             "run, snakemake -n, works meanwhile.)"
         ) from None
     f.seek(0)
+    last = f.read().strip()
+    f.seek(0)
     f.truncate()
     f.write(
         f"snakemake pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}: "
@@ -101,21 +134,75 @@ def take_lock(path: str = LOCK) -> None:
     )
     f.flush()
     _held = f
+    return last
+
+
+def orphans(root: str = ".") -> list[int]:
+    """Processes still running jobs of an earlier run in `root` (their job script under its
+    .snakemake/scripts, or its warm job server), this process excepted."""
+    import psutil
+
+    marks = [os.path.join(os.path.abspath(root), d) for d in (".snakemake/scripts", ".nadpipe")]
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if p.info["pid"] != os.getpid() and any(m in line for m in marks):
+            found.append(p.info["pid"])
+    return sorted(found)
+
+
+def killed_run_message(last: str, root: str = ".") -> str | None:
+    """What to do after a run in `root` was killed (its Snakemake lock left behind), in one
+    message: the steps Snakemake will ask for one after another, and the killed run's jobs
+    that are still running; None when no run was killed."""
+    from .io import snakemake_command
+
+    locks = glob.glob(os.path.join(root, ".snakemake", "locks", "*"))
+    if not locks:
+        return None
+    steps = [snakemake_command("--unlock")]
+    if glob.glob(os.path.join(root, ".snakemake", "incomplete", "*")):
+        steps.append(snakemake_command("--cores", "all", "--rerun-incomplete"))
+    else:
+        steps.append(snakemake_command("--cores", "all"))
+    alive = orphans(root)
+    if alive:
+        pids = " ".join(map(str, alive))
+        jobs = (
+            f"{len(alive)} process(es) of its jobs are still running (pids {pids}) and would "
+            f"write the same files as a new run: wait for them to end, or stop them with "
+            f"`kill {pids}`; then "
+        )
+    else:
+        jobs = "none of its jobs is still running; "
+    return (
+        f"the last run in this directory was killed ({last or 'no record of it'}) and left "
+        f"Snakemake's lock behind, so Snakemake will stop this run. {jobs.capitalize()}run "
+        f"`{steps[0]}`, then `{steps[1]}` (trainings resume from their checkpoints)."
+    )
 
 
 def start(dryrun: bool, warm: bool = True, argv: list[str] | None = None) -> list[str]:
     """The start-of-run checks, and (`warm`: jobs run in this Python environment) the warm job
-    server of nadpipe.worker; returns warnings to print."""
+    server of nadpipe.worker; returns warnings to print. Hands the run's identifying options
+    to its jobs (io.RUN_ENV), so that every command they suggest repeats them."""
     global _server
+    from .io import RUN_ENV
+
     argv = sys.argv if argv is None else argv
+    os.environ[RUN_ENV] = json.dumps(run_options(argv))
+    found = []
     if not dryrun and executes(argv):
-        take_lock()
-        if warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
+        last = take_lock()
+        killed = killed_run_message(last)
+        if killed:
+            found.append(killed)
+        elif warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
             from . import worker
 
             _server = worker.start()
     message = provenance.stale_message(provenance.stale())
-    return [message] if message else []
+    return found + ([message] if message else [])
 
 
 def job_warnings(since: float, root: str = "logs") -> list[str]:

@@ -23,6 +23,8 @@ import os
 import time
 from collections.abc import Iterator
 
+from .log import say
+
 SLOTS_ENV = "NADPIPE_GPU_SLOTS"
 LOCK_DIR_ENV = "NADPIPE_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = ".nadpipe/gpu_slots"
@@ -103,7 +105,7 @@ def gpu_slot(
                 f.close()
                 continue
             os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-            print(f"GPU slot {k}: CUDA_VISIBLE_DEVICES={gpu} ({describe(slots)})", flush=True)
+            say(f"GPU slot {k}: CUDA_VISIBLE_DEVICES={gpu} ({describe(slots)})")
             try:
                 yield gpu
             finally:
@@ -115,6 +117,6 @@ def gpu_slot(
                     os.environ["CUDA_VISIBLE_DEVICES"] = given
             return
         if not waited:
-            print(f"all {len(slots)} GPU slots are taken; waiting for one", flush=True)
+            say(f"all {len(slots)} GPU slots are taken; waiting for one")
             waited = True
         time.sleep(poll)

@@ -223,6 +223,11 @@ class Study:
         """Why the study cannot run on NADs of `shape`, or None."""
         return None
 
+    def check_settings(self, s: StudySettings, shape: Shape, arch: str) -> str | None:
+        """Why the study's settings `s` cannot hold for `arch`'s inputs of `shape` (a bound
+        that depends on the input shape), as a message naming the key; or None."""
+        return None
+
 
 def _zeros(shape: Shape) -> torch.Tensor:
     import torch
@@ -364,6 +369,16 @@ class Fourier(Study):
             "frequency in the middle as the NAD paper draws it).",
         )
     }
+
+    def check_settings(self, s: FourierStudy, shape: Shape, arch: str) -> str | None:
+        top = min(shape.size)
+        if s.size > top:
+            return (
+                f"config key 'fourier.size': {s.size} is greater than the maximum of {top} "
+                f"({arch}'s inputs are {shape}: a frequency past {top - 1} is a lower one again, "
+                f"e.g. f{top}_0 is the direction of f0_0)"
+            )
+        return None
 
     def variants(self, s: FourierStudy) -> list[Frequency]:
         lo = 0 if s.layout == "grid" else -(s.size // 2)

@@ -25,7 +25,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from .backend import cuda_rng_state, set_cuda_rng_state
-from .io import ArtifactError, derive_seed, generator, load_torch, progress_bar, save_torch, say
+from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
+from .log import progress_bar, say
 from .settings import TrainSettings
 
 

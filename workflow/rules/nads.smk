@@ -1,4 +1,6 @@
 rule nads:
+    input:
+        nads_file=lambda w: PLAN.nad_job(w.arch).file or [],
     output:
         artifact="results/nads/{arch}.pt",
         npy="results/nads/{arch}.npy",

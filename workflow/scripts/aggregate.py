@@ -1,7 +1,7 @@
 """One table of a study's evaluations, and one of its models' timings."""
 
 from nadpipe import worker
-from nadpipe.io import say
+from nadpipe.log import say
 
 sm = snakemake
 summary = worker.run(

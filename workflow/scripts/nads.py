@@ -1,7 +1,8 @@
 """NADs of one architecture (computed, or read from architectures.NAME.nads_file)."""
 
-from nadpipe.io import job_log, say
+from nadpipe.io import job_log
 from nadpipe.jobs import nads_job
+from nadpipe.log import say
 
 sm = snakemake
 with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):

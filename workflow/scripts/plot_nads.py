@@ -1,7 +1,7 @@
 """The NAD figure of one architecture, and a warning when its NADs are not converged."""
 
 from nadpipe import worker
-from nadpipe.io import say
+from nadpipe.log import say
 
 sm = snakemake
 verdict = worker.run(

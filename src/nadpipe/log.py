@@ -1,0 +1,90 @@
+"""What nadpipe says: timestamped lines with their level on stderr (the library writes nothing
+to stdout; a job's stderr is its log file), and progress for long work."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+WARNING = "WARNING:"  # the mark the end-of-run summary collects from job logs
+LOG = logging.getLogger("nadpipe")
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record is emitted: a job's log file while
+    `job_log` holds it, the terminal otherwise."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def _logger() -> logging.Logger:
+    """nadpipe's logger: timestamped lines with their level on stderr (the library writes
+    nothing to stdout), unless the program has set up logging itself."""
+    if not LOG.handlers and not logging.getLogger().handlers:
+        handler = _CurrentStderr()
+        fmt = "%(asctime)s %(levelname)s: %(message)s"
+        handler.setFormatter(logging.Formatter(fmt, "%Y-%m-%d %H:%M:%S"))
+        LOG.addHandler(handler)
+        LOG.setLevel(logging.INFO)
+        LOG.propagate = False
+    return LOG
+
+
+def say(message: str) -> None:
+    """One timestamped line on stderr (a log file gets one line per event, no progress
+    frames)."""
+    _logger().info(message)
+
+
+def warn(message: str) -> None:
+    """A warning (in a job's log: the run repeats it in its summary at the end)."""
+    _logger().warning(message)
+
+
+class _Lines:
+    """Progress as plain timestamped lines at most every `every` seconds (and at the end)."""
+
+    def __init__(self, total: int, desc: str, unit: str, every: float = 10.0):
+        self.total, self.desc, self.unit, self.every = total, desc, unit, every
+        self.n, self.start, self.last = 0, time.perf_counter(), time.perf_counter()
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        now = time.perf_counter()
+        if now - self.last >= self.every or self.n >= self.total:
+            self.last = now
+            spent = now - self.start
+            left = spent / self.n * (self.total - self.n) if self.n else float("nan")
+            say(
+                f"{self.desc}: {self.n}/{self.total} {self.unit} "
+                f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left"
+            )
+
+    def close(self) -> None:
+        pass
+
+
+class _Silent:
+    def update(self, k: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str, unit: str = "it", enabled: bool = True):
+    """A tqdm bar on a terminal; plain timestamped lines when stderr is a file (a job log)."""
+    if not enabled:
+        return _Silent()
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+    return _Lines(total, desc, unit)
