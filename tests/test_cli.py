@@ -1,5 +1,6 @@
 """The `nadpipe` command, run as a user runs it (the installed script)."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -39,10 +40,16 @@ def test_nads_of_a_registry_model_are_the_librarys(tmp_path):
     res = nadpipe(
         "nads", "--model", "lenet", "--n-networks", "24", "--out", str(tmp_path / "l.npy")
     )
-    assert "split-half subspace overlaps" in res.stdout and "k=10:" in res.stdout
-    assert "undefined, each half's covariance has rank 11 < 50" in res.stdout
-    assert "raise --n-networks" in res.stdout  # 24 networks are far from converged
-    assert "NADs:" in res.stderr  # progress (plain lines when not on a terminal)
+    assert res.stdout == ""  # diagnostics go to stderr, as timestamped lines with their level
+    err = res.stderr
+    assert "INFO: split-half subspace overlaps" in err and "k=10:" in err
+    assert "undefined: each half's covariance has rank 11 < 50" in err
+    # 24 networks are far from converged, and the advice names this command's flag
+    assert "WARNING: NADs of lenet:" in err and "raise --n-networks (now 24)" in err
+    assert "nads." not in err  # no config key: one vocabulary per interface
+    phases = ["NADs: 24/24 net", "eigendecomposition", "split-half diagnostic", "wrote 1024"]
+    at = [err.index(p) for p in phases]  # every phase of the work says so, in order
+    assert at == sorted(at)
     vectors = np.load(tmp_path / "l.npy")
     spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
     art = compute_nads(partial(build, spec), NadSettings(n_networks=24), spec.shape, progress=False)
@@ -82,6 +89,66 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
     assert bad.returncode == 2 and "unexpected keyword argument 'depth'" in bad.stderr
     bad = nadpipe("nads", "--model", "lenet", "--shape", "3x32", "--out", "x.npy", check=False)
     assert bad.returncode == 2 and "--shape takes C,H,W" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--n-networks", "0"], "--n-networks: 0 is less than the minimum of 22"),
+        (["--n-networks", "-5"], "--n-networks: -5 is less than the minimum of 22"),
+        (["--n-networks", "5"], "--n-networks: 5 is less than the minimum of 22 (the split-half"),
+        (["--n-points", "0"], "--n-points: 0 is less than the minimum of 1"),
+        (["--top-k", "0"], "--top-k: 0 is less than the minimum of 1"),
+        (["--top-k", "1025"], "--top-k: 1025 is greater than the maximum of 1024"),
+        (["--step", "0"], "--step: 0.0 is not a positive number"),
+        (["--step", "nan"], "argument --step: nan is not a finite number"),
+        (["--shape", "3,64,64"], "--top-k: the inputs 3x64x64 have 12288 coordinates"),
+        (["--shape", "0,8,8"], "C, H and W must be at least 1"),
+        (["--device", "cuda"], "--device asks for CUDA"),
+        (["--model", "nope"], "--model: unknown model 'nope'"),
+        (["--out", "x.txt"], "--out x.txt: use one of these suffixes"),
+        (["--out", "/proc/nadpipe/x.npy"], "--out /proc/nadpipe/x.npy: cannot write into"),
+        (["--out", "."], "--out . is a directory"),
+    ],
+)
+def test_nads_refuses_bad_arguments_before_any_work_naming_the_flag(tmp_path, args, message):
+    if args[:2] == ["--device", "cuda"] and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    base = ["nads", "--model", "lenet", "--n-networks", "40", "--out", "x.npy"]
+    res = nadpipe(*base, *args, cwd=tmp_path, check=False)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and "NADs:" not in res.stderr  # nothing computed
+    assert not (tmp_path / "x.npy").exists()
+
+
+def test_nads_written_as_npz_and_npy_are_read_back_by_compare_and_plot_nads(tmp_path):
+    for name in ("a.npz", "b.npy"):
+        nadpipe("nads", "--model", "lenet", "--estimator", "gradient", "--n-networks", "24",
+                "--out", str(tmp_path / name))  # fmt: skip
+    assert np.array_equal(np.load(tmp_path / "a.npz")["nads"], np.load(tmp_path / "b.npy"))
+    out = nadpipe("compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npy"), "-k", "10")
+    assert re.search(r"^10 +1.000", out.stdout, re.M)
+    nadpipe("plot-nads", str(tmp_path / "a.npz"), "--out", str(tmp_path / "a.png"))
+    assert mpimg.imread(tmp_path / "a.png").std() > 0.05
+
+
+def test_plot_nads_says_what_is_wrong_with_its_file_without_workflow_advice(tmp_path):
+    missing = nadpipe("plot-nads", "nothere.pt", cwd=tmp_path, check=False)
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "nadpipe plot-nads: nothere.pt does not exist"
+    (tmp_path / "bad.pt").write_bytes(b"not a torch file")
+    bad = nadpipe("plot-nads", "bad.pt", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "bad.pt cannot be read" in bad.stderr
+    assert "snakemake" not in bad.stderr + missing.stderr and "Traceback" not in bad.stderr
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
+    other = nadpipe("plot-nads", "other.pt", cwd=tmp_path, check=False)
+    assert other.returncode == 2 and "other.pt holds no NADs" in other.stderr
+
+
+def test_version():
+    import nadpipe as package
+
+    assert nadpipe("--version").stdout == f"nadpipe {package.__version__}\n"
 
 
 def test_compare_prints_the_overlaps_of_a_known_pair_of_bases(tmp_path):

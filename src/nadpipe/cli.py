@@ -35,7 +35,19 @@ def _shape(text: str):
         raise argparse.ArgumentTypeError(
             f"--shape takes C,H,W (e.g. 3,32,32), not {text!r}"
         ) from None
+    if min(c, h, w) < 1:
+        raise argparse.ArgumentTypeError(f"--shape {text}: C, H and W must be at least 1")
     return Shape(c, h, w)
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+    return value
 
 
 def _json(text: str) -> dict:
@@ -48,82 +60,127 @@ def _json(text: str) -> dict:
     return value
 
 
+class Refused(Exception):
+    """An argument the command refuses before any work; the message names the flag."""
+
+
+OUT_SUFFIXES = {".npy": "the NADs (rows = NADs)", ".npz": "the NADs as array 'nads'",
+                ".pt": "the whole artifact: NADs, eigenvalues, diagnostics"}  # fmt: skip
+
+
+def _writable(out: Path) -> None:
+    """Refuse an --out that cannot be written, before any work: a wrong suffix, a directory, a
+    place this process cannot create a file in (probed by creating one there)."""
+    import tempfile
+
+    if out.is_dir():
+        raise Refused(f"--out {out} is a directory; give a file name, e.g. {out / 'nads.npy'}")
+    if out.suffix not in OUT_SUFFIXES:
+        kinds = "; ".join(f"{k}: {v}" for k, v in OUT_SUFFIXES.items())
+        raise Refused(f"--out {out}: use one of these suffixes ({kinds})")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}."):
+            pass
+    except OSError as e:
+        raise Refused(f"--out {out}: cannot write into {out.parent} ({e.strerror or e})") from e
+
+
 def cmd_nads(args) -> int:
     from functools import partial
 
-    import numpy as np
-
     from .backend import Backend, DeviceError, setup
-    from .io import save_torch
-    from .models import ModelError, build, check_model
-    from .nads import NadError, compute_nads, overlaps_line
-    from .provenance import provenance
-    from .settings import ModelSpec, NadSettings, plain
+    from .log import say, warn
+    from .models import KwargsError, ModelError, build, check_model
+    from .nads import NadError, compute_nads, overlaps_line, verdict
+    from .settings import FLAGS, ModelSpec, NadSettings, nad_problem
 
-    spec = ModelSpec(args.model, args.kwargs, args.shape, 1)
-    try:
-        check_model(spec)
-    except ModelError as e:
-        print(f"nadpipe nads: {e}", file=sys.stderr)
-        return 2
     settings = NadSettings(
         estimator=args.estimator, step=args.step, n_networks=args.n_networks,
         n_points=args.n_points, seed=args.seed, windowed=not args.no_windows, top_k=args.top_k,
     )  # fmt: skip
-    try:
+    spec = ModelSpec(args.model, args.kwargs, args.shape, 1)
+    out = Path(args.out)
+    try:  # every argument before any work
+        why = nad_problem(settings, args.shape, FLAGS)
+        if why:
+            raise Refused(why)
+        _writable(out)
         device = setup(Backend(device=args.device), flag="--device")
+        check_model(spec)
+    except KwargsError as e:
+        raise Refused(f"--kwargs: {e}") from e
+    except ModelError as e:
+        raise Refused(f"--model: {e}") from e
     except DeviceError as e:
-        print(f"nadpipe nads: {e}", file=sys.stderr)
-        return 2
-    print(f"NADs of {spec.describe()} with {settings} on {device}", file=sys.stderr)
+        raise Refused(str(e)) from e
+    say(f"NADs of {spec.describe()} with {settings} on {device}")
     try:
         art = compute_nads(partial(build, spec), settings, args.shape, device)
     except NadError as e:
         print(f"nadpipe nads: {e}", file=sys.stderr)
         return 1
     sh = art["split_half"]
-    print(f"split-half subspace overlaps of the first k NADs: {overlaps_line(sh)}")
+    say(f"split-half subspace overlaps of the first k NADs: {overlaps_line(sh)}")
     for k, why in sh["undefined"].items():
-        print(f"  k = {k}: undefined, {why}")
-    top10 = sh["overlap"].get(10, float("nan"))
-    if not math.isfinite(top10) or top10 < 0.5:
-        print(
-            "  not converged at k = 10 (below 0.5): raise --n-networks, unless the architecture "
-            "is nearly isotropic (a flat spectrum)"
-        )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".npy":
-        np.save(out, art["vectors"].numpy())
-    else:
-        save_torch({**art, "model": plain(spec), "settings": plain(settings),
-                    "file": None, "arch": spec.model, "provenance": provenance()}, out)  # fmt: skip
-    print(f"wrote {len(art['vectors'])} NADs of d = {args.shape.d} to {out} (rows = NADs)")
+        say(f"split-half overlap at k = {k} undefined: {why}")
+    kind, text = verdict(art, 0.5, f"raise --n-networks (now {settings.n_networks})")
+    (warn if kind in ("not converged", "unknown") else say)(f"NADs of {spec.model}: {text}")
+    _save_nads(art, spec, settings, out)
+    n = len(art["vectors"])
+    say(f"wrote {n} NADs of d = {args.shape.d} to {out} ({OUT_SUFFIXES[out.suffix]})")
     return 0
 
 
+def _save_nads(art: dict, spec, settings, out: Path) -> None:
+    import numpy as np
+
+    from .io import atomic_write, save_torch
+    from .provenance import provenance
+    from .settings import plain
+
+    vectors = art["vectors"].numpy()
+    if out.suffix == ".pt":
+        record = {"model": plain(spec), "settings": plain(settings), "file": None,
+                  "file_sha256": None, "arch": spec.model, "provenance": provenance()}  # fmt: skip
+        save_torch({**art, **record}, out)
+    else:  # through a file object: numpy would append its own suffix to a name
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                np.save(f, vectors) if out.suffix == ".npy" else np.savez(f, nads=vectors)
+
+        atomic_write(out, write)
+
+
 def cmd_plot_nads(args) -> int:
-    from .bases import read_basis
-    from .io import load_torch
+    from .bases import BasisError, read_basis
+    from .io import ArtifactError, load_torch
+    from .log import say, warn
     from .plots import nad_figure
 
     path = Path(args.file)
-    if path.suffix == ".pt":
-        art = load_torch(path)
-        if "vectors" not in art:
-            print(f"nadpipe plot-nads: {path} holds no NADs ('vectors')", file=sys.stderr)
-            return 2
-    else:
-        import torch
+    try:
+        if path.suffix == ".pt":
+            art = load_torch(path)
+            if not isinstance(art, dict) or "vectors" not in art:
+                raise Refused(f"{path} holds no NADs (a .pt of nadpipe nads, or results/nads/)")
+        else:
+            import torch
 
-        vectors = torch.from_numpy(read_basis(path)).float()
-        shape = args.shape or _square(vectors.shape[1])
-        art = {"vectors": vectors, "eigenvalues": None, "shape": list(shape), "file": str(path)}
+            vectors = torch.from_numpy(read_basis(path)).float()
+            shape = args.shape or _square(vectors.shape[1])
+            art = {"vectors": vectors, "eigenvalues": None, "shape": list(shape), "file": str(path)}
+    except (ArtifactError, BasisError) as e:
+        raise Refused(str(e)) from e
     if args.shape:
         art["shape"] = list(args.shape)
     out = args.out or str(path.with_suffix(".png"))
-    verdict, _ = nad_figure(art, args.name or path.stem, out, args.min_overlap)
-    print(f"{verdict}\nwrote {out}")
+    n = (art.get("settings") or {}).get("n_networks")
+    again = f"compute them again with a larger --n-networks (now {n})"
+    verdict, _ = nad_figure(art, args.name or path.stem, out, args.min_overlap, again)
+    (warn if verdict.startswith("WARNING: ") else say)(verdict.removeprefix("WARNING: "))
+    say(f"wrote {out}")
     return 0
 
 
@@ -132,9 +189,7 @@ def _square(d: int):
 
     side = math.isqrt(d)
     if side * side != d:
-        raise SystemExit(
-            f"nadpipe plot-nads: {d} coordinates are not a square image: give --shape C,H,W"
-        )
+        raise Refused(f"{d} coordinates are not a square image: give --shape C,H,W")
     return Shape(1, side, side)
 
 
@@ -232,6 +287,9 @@ def parser() -> argparse.ArgumentParser:
         description="Neural anisotropy directions of any model, without Snakemake "
         "(the workflow: snakemake --cores all).",
     )
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"nadpipe {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, func):
@@ -258,12 +316,12 @@ def parser() -> argparse.ArgumentParser:
         help="dipole: the NAD paper's central difference with step h (default); gradient: "
         "the exact input gradient (faster)",
     )
-    c.add_argument("--step", type=float, default=d.step, help=f"dipole step h (default {d.step})")
+    c.add_argument("--step", type=_finite, default=d.step, help=f"dipole step h (default {d.step})")
     c.add_argument(
         "--n-networks",
         type=int,
         default=d.n_networks,
-        help=f"random networks (default {d.n_networks}, the paper's)",
+        help=f"random networks, at least 22 (default {d.n_networks}, the paper's)",
     )
     c.add_argument(
         "--n-points", type=int, default=d.n_points, help="random points x0 pooled (default 1)"
@@ -319,7 +377,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Refused as e:
+        print(f"nadpipe {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

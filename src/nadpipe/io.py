@@ -127,8 +127,9 @@ def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any]) -> Any:
     try:
         return reader(str(path))
     except Exception as e:  # a corrupt file can fail in any of the readers' layers
+        first = (str(e).strip().splitlines() or [""])[0][:160]  # torch's can run to a page
         raise ArtifactError(
-            f"{path} cannot be read ({type(e).__name__}: {e}); it is truncated or corrupt, "
+            f"{path} cannot be read ({type(e).__name__}: {first}); it is truncated or corrupt, "
             f"or not a file of this kind" + _rebuild_hint(path)
         ) from e
 
