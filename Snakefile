@@ -7,6 +7,11 @@ from snakemake.utils import min_version
 min_version("8.10")
 
 
+from nadpipe.config import check_yaml
+
+check_yaml("config.yaml")  # a YAML syntax error names the file and line (Snakemake's does not)
+
+
 configfile: "config.yaml"
 
 

@@ -240,6 +240,24 @@ def frozen(in_channels, num_classes):
     for p in net.parameters():
         p.requires_grad_(False)
     return net
+
+class Overflows(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.lin = nn.Linear(c * 1024, k)
+    def forward(self, x):
+        return self.lin(x.flatten(1)) * float("inf")
+
+def not_finite(in_channels, num_classes):
+    return Overflows(in_channels, num_classes)
+
+def widths(in_channels, num_classes, width=8, depth=1):
+    if width < 1:
+        raise ValueError(f"width must be positive, got {width}")
+    layers = [nn.Flatten(), nn.Linear(in_channels * 1024, width)]
+    for _ in range(depth - 1):
+        layers += [nn.ReLU(), nn.Linear(width, width)]
+    return nn.Sequential(*layers, nn.Linear(width, num_classes))
 """
 
 
@@ -295,7 +313,19 @@ def frozen(in_channels, num_classes):
         (
             "mlp",
             {"depth": 3},
-            r"'architectures.mine.kwargs': .*unexpected keyword argument 'depth'",
+            r"'architectures.mine.kwargs.depth': .*unexpected keyword argument 'depth'",
+        ),
+        (  # at 820f241: passed the check, and failed the first job under a traceback
+            "user_nets:not_finite",
+            {},
+            r"'architectures.mine.model': model 'user_nets:not_finite' returns values that are "
+            r"not finite \(NaN or inf\) in eval mode",
+        ),
+        (  # at 820f241: named 'architectures.mine.model'
+            "user_nets:widths",
+            {"width": 0, "depth": 2},
+            r"'architectures.mine.kwargs.width': model 'user_nets:widths': the builder raised "
+            r"ValueError: width must be positive, got 0; it works without its kwargs \(width=0\)",
         ),
     ],
 )
@@ -417,3 +447,47 @@ def test_an_invalid_value_is_not_also_reported_as_an_unknown_key():
     assert str(err.value) == (
         "invalid config:\n  config key 'nad_pairs.train.epochs': 10.0 is not an integer: write 10"
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [  # keys that accept one of two kinds of values (at 820f241: "... is not valid under any
+        # of the given schemas")
+        (["gpus", "slots"], -1, "'gpus.slots': -1 is not valid here; use null or an integer >= 0"),
+        (["nads", "top_k"], 0, "'nads.top_k': 0 is not valid here; use null or an integer >= 1"),
+        (
+            ["nad_pairs", "train", "grad_clip"],
+            -1,
+            "'nad_pairs.train.grad_clip': -1 is not valid here; use null or a number > 0",
+        ),
+        (
+            ["analysis", "cross_section", "pairs"],
+            [[1]],
+            "use null or a list of lists of 2 integers >= 0",
+        ),
+    ],
+)
+def test_a_key_of_two_kinds_says_what_would_be_valid(path, value, message):
+    with pytest.raises(nc.ConfigError) as e:
+        load(with_change(path, value))
+    assert message in str(e.value) and "any of the given schemas" not in str(e.value)
+
+
+def test_a_fourier_grid_larger_than_the_image_is_refused():
+    cfg = with_change(["fourier"], {"enabled": True, "architectures": ["lenet"], "size": 33})
+    with pytest.raises(nc.ConfigError) as e:  # at 820f241: f32_0 trained, the direction of f0_0
+        load(cfg)
+    assert str(e.value) == (
+        "config key 'fourier.size': 33 is greater than the maximum of 32 (lenet's inputs are "
+        "1x32x32: a frequency past 31 is a lower one again, e.g. f32_0 is the direction of f0_0)"
+    )
+    cfg["fourier"]["size"] = 32  # the largest it says
+    assert len(Plan(load(cfg)).cells("fourier")) == 32 * 32
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    (tmp_path / "config.yaml").write_text("nad_pairs:\n  indices: [0, 10\n  seeds: [0]\n")
+    with pytest.raises(nc.ConfigError) as e:
+        nc.check_yaml(tmp_path / "config.yaml")
+    assert str(e.value).startswith(f"{tmp_path / 'config.yaml'}, line 3, column 8: not valid YAML")
+    assert "flow sequence that starts at line 2, column 12" in str(e.value)

@@ -291,6 +291,11 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert res.returncode != 0
     assert "nad_pairs.indices.1" in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
+    # a YAML syntax error in config.yaml: the file and the line (Snakemake's message has neither)
+    (tmp_path / "config.yaml").write_text("nad_pairs:\n  indices: [0, 10\n  seeds: [0]\n")
+    res = snakemake(tmp_path, "-n", check=False)
+    assert res.returncode != 0
+    assert "config.yaml, line 3, column 8: not valid YAML" in res.stdout + res.stderr
 
 
 def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):

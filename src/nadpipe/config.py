@@ -106,7 +106,55 @@ def _unknown_keys(err) -> str | None:
     return "; ".join(hints) + f". Valid keys here: {', '.join(allowed)}"
 
 
-def _message(err) -> str | None:
+def _ref(schema: dict, node: dict) -> dict:
+    while "$ref" in node:
+        node = {**schema["$defs"][node["$ref"].split("/")[-1]], **{k: v for k, v in node.items()
+                                                                   if k != "$ref"}}  # fmt: skip
+    return node
+
+
+def _valid(schema: dict, node: dict) -> str:
+    """What a schema node accepts, in words: "null", "an integer >= 1", "a list of ..."."""
+    node = _ref(schema, node)
+    if "enum" in node:
+        return "one of " + ", ".join(map(str, node["enum"]))
+    if "anyOf" in node:
+        return " or ".join(_valid(schema, n) for n in node["anyOf"])
+    kind = node.get("type")
+    bounds = [f"{op} {node[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
+              ("maximum", "<="), ("exclusiveMaximum", "<")) if k in node]  # fmt: skip
+    limit = f" {' and '.join(bounds)}" if bounds else ""
+    if kind == "null":
+        return "null"
+    if kind == "integer":
+        return f"an integer{limit}"
+    if kind == "number":
+        return f"a number{limit}"
+    if kind == "boolean":
+        return "true or false"
+    if kind == "string":
+        pattern = node.get("pattern", "")
+        return (
+            "a name of letters, digits, '_' and '-'" if pattern.startswith("^[A-Za-z") else "text"
+        )
+    if kind == "array":
+        items = node.get("items")
+        size = ""
+        if node.get("minItems") == node.get("maxItems") and "minItems" in node:
+            size = f"{node['minItems']} "
+        return f"a list of {size}{_plural(_valid(schema, items))}" if items else "a list"
+    return kind or "a value of another form"
+
+
+def _plural(words: str) -> str:
+    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a list", "lists"),
+                      ("a name", "names"), ("text", "texts")):  # fmt: skip
+        if words.startswith(one):
+            return many + words[len(one) :]
+    return words
+
+
+def _message(err, schema: dict | None = None) -> str | None:
     path = list(err.absolute_path)
     key, x = _key(path), err.instance
     if err.validator in ("additionalProperties", "unevaluatedProperties"):
@@ -133,7 +181,29 @@ def _message(err) -> str | None:
             f"config key {where!r}: {x!r} is not a valid architecture name: use letters, "
             "digits, '_' and '-', at most 64 characters (names become file names)"
         )
+    if err.validator == "anyOf" and schema is not None:
+        return f"config key {key!r}: {_yaml(x)} is not valid here; use {_valid(schema, err.schema)}"
     return f"config key {key!r}: {err.message}"
+
+
+def check_yaml(path: str | Path) -> None:
+    """Raise ConfigError naming the file, line and column of a YAML syntax error in `path`
+    (Snakemake's own message names neither); nothing when the file is absent."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    try:
+        yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        context, start = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if context and start:
+            context += f" that starts at line {start.line + 1}, column {start.column + 1}"
+        raise ConfigError(
+            f"{path}{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")
+        ) from None
 
 
 def validate(config: dict, schema_path: str | Path) -> dict:
@@ -144,7 +214,7 @@ def validate(config: dict, schema_path: str | Path) -> dict:
         _validator_class()(schema).iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path))
     )
     if errors:
-        found = [_message(e) for e in errors]
+        found = [_message(e, schema) for e in errors]
         messages = list(dict.fromkeys(m for m in found if m)) or [errors[0].message]
         raise ConfigError("invalid config:\n  " + "\n  ".join(messages))
     return cfg
@@ -339,7 +409,8 @@ def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
     try:
         run_check(spec)
     except KwargsError as e:
-        raise ConfigError(f"config key 'architectures.{name}.kwargs': {e}") from e
+        key = f"architectures.{name}.kwargs" + (f".{e.key}" if e.key else "")
+        raise ConfigError(f"config key {key!r}: {e}") from e
     except ModelError as e:
         raise ConfigError(f"config key 'architectures.{name}.model': {e}") from e
 

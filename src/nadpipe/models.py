@@ -15,8 +15,10 @@ import importlib
 import inspect
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -399,7 +401,12 @@ def build_model(
 
 
 class KwargsError(ModelError):
-    """The builder does not take the keyword arguments it was given."""
+    """The builder does not take the keyword arguments it was given, or fails with them (and
+    not without them); `key` names the one at fault when one alone is."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 def _call_forward(net: nn.Module, x: torch.Tensor, spec: ModelSpec, mode: str) -> torch.Tensor:
@@ -424,20 +431,53 @@ def _call_forward(net: nn.Module, x: torch.Tensor, spec: ModelSpec, mode: str) -
             f"model {spec.model!r} maps {tuple(x.shape)} to {tuple(out.shape)} in {mode} mode, "
             f"expected ({len(x)}, {spec.classes})"
         )
+    if not torch.isfinite(out).all():
+        raise ModelError(
+            f"model {spec.model!r} returns values that are not finite (NaN or inf) in {mode} "
+            f"mode on standard normal inputs of shape {tuple(x.shape)}: training, evaluation "
+            "and NADs would be meaningless"
+        )
     return out
 
 
 def check_model(spec: ModelSpec) -> None:
     """Build `spec` and run it as nadpipe will: eval mode, then one training step (train mode,
-    forward and backward). Raise `KwargsError` when the builder rejects its keyword arguments,
-    `ModelError` saying what the model did otherwise."""
+    forward and backward), its outputs finite. Raise `KwargsError` when the builder rejects its
+    keyword arguments, or the model fails with them and works without them (naming the one at
+    fault when one alone is), `ModelError` saying what the model did otherwise."""
+    try:
+        _check(spec)
+    except KwargsError:
+        raise
+    except ModelError as e:
+        if not spec.kwargs or not _works(replace(spec, kwargs={})):
+            raise
+        key = next(
+            (k for k in spec.kwargs
+             if _works(replace(spec, kwargs={a: v for a, v in spec.kwargs.items() if a != k}))),
+            None,
+        )  # fmt: skip
+        value = f" ({key}={spec.kwargs[key]!r})" if key else ""
+        raise KwargsError(f"{e}; it works without its kwargs{value}", key) from e
+
+
+def _works(spec: ModelSpec) -> bool:
+    try:
+        _check(spec)
+    except ModelError:
+        return False
+    return True
+
+
+def _check(spec: ModelSpec) -> None:
     builder = resolve_builder(spec.model)
     try:
         net = build(spec)
     except TypeError as e:
         text = str(e)
         if "unexpected keyword argument" in text or "required positional argument" in text:
-            raise KwargsError(f"model {spec.model!r}: {text}") from e
+            unexpected = re.search(r"unexpected keyword argument '(\w+)'", text)
+            raise KwargsError(f"model {spec.model!r}: {text}", unexpected and unexpected[1]) from e
         raise ModelError(f"model {spec.model!r}: the builder raised TypeError: {text}") from e
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"model {spec.model!r}: the builder raised {type(e).__name__}: {e}") from e
