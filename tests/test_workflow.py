@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ import psutil
 import pytest
 import yaml
 from conftest import REPO
+
+from nadpipe import plots
 
 MICRO = {
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}, "lenet": {}},
@@ -57,10 +60,10 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
 
 
 def snakemake(
-    workdir: Path, *args: str, check: bool = True, env=None
+    workdir: Path, *args: str, check: bool = True, env=None, umask: int = -1
 ) -> subprocess.CompletedProcess:
     cmd = snakemake_command(workdir)
-    res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env)
+    res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, umask=umask)
     if check and res.returncode != 0:
         raise AssertionError(
             f"{' '.join([*cmd, *args])} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
@@ -105,7 +108,7 @@ def run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("wf")
     (workdir / "config.yaml").write_text(yaml.safe_dump(MICRO))
     # --resources gpu=2 on a machine without a GPU: no slot pool (nadpipe.slots), the CPU
-    res = snakemake(workdir, "--cores", "2", "--resources", "gpu=2")
+    res = snakemake(workdir, "--cores", "2", "--resources", "gpu=2", umask=0o022)
     return workdir, res
 
 
@@ -150,6 +153,9 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
         source_hash()
     }
     assert df["torch_version"].str.len().gt(0).all()
+    # a collaborator can read every result: the mode of the umask (022), not mkstemp's 0600
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in (workdir / "results").rglob("*")}
+    assert {m for p, m in modes.items() if p.is_file()} == {0o644}, modes
     record = json.loads((workdir / "results/nad_pairs/models/lenet/i0_j0_s0.json").read_text())
     nads = json.loads((workdir / "results/nads/lenet.json").read_text())
     assert (
@@ -474,26 +480,59 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     assert (copy / model).read_bytes() == data
 
 
-def test_a_diverging_training_is_recorded_and_the_grid_goes_on(tmp_path):
+DEAD_NETS = """
+from torch import nn
+
+def dead_relu(in_channels, num_classes, input_size):
+    # every ReLU off for any input near the data: zero gradient, a constant output (as the
+    # default study's LeNet cells i500_j100 and i1000_j500 ended at 820f241)
+    first = nn.Linear(in_channels * input_size[0] * input_size[1], 32)
+    nn.init.constant_(first.bias, -1000.0)
+    return nn.Sequential(nn.Flatten(), first, nn.ReLU(), nn.Linear(32, num_classes))
+"""
+
+
+def test_diverged_and_dead_trainings_are_recorded_and_never_read_as_findings(tmp_path):
+    (tmp_path / "deadnets.py").write_text(DEAD_NETS)
     cfg = {
         **MICRO,
+        "architectures": {**MICRO["architectures"], "dead": {"model": "deadnets:dead_relu"}},
         "nad_pairs": {
             **MICRO["nad_pairs"],
-            "architectures": ["mlp"],
+            "architectures": ["mlp", "dead"],
             "train_per_arch": {"mlp": {"lr_max": 1.0e4, "grad_clip": None}},
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = snakemake(tmp_path, "--cores", "2")
+    out = res.stdout + res.stderr
     df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
-    assert len(df) == 4 * 6 and df["diverged"].all()
-    assert df["accuracy"].isna().all() and df["reliance_deg"].isna().all()
-    assert (df["diverged_epoch"] >= 1).all()
-    assert "4 training(s) of nad_pairs diverged" in res.stdout + res.stderr
-    for fig in ("heatmap", "reliance", "complexity"):  # still drawn, the cells hatched in red
+    mlp, dead = df[df.arch == "mlp"], df[df.arch == "dead"]
+    assert len(mlp) == 4 * 6 and mlp["diverged"].all() and (mlp["outcome"] == "diverged").all()
+    assert mlp["accuracy"].isna().all() and mlp["reliance_deg"].isna().all()
+    assert (mlp["diverged_epoch"] >= 1).all()
+    assert "4 training(s) of nad_pairs diverged" in out
+    # the dead model: its accuracies stand (chance), its measures are NaN with the reason
+    # (at 820f241: reliance 0.0 = "relies on channel 1 only", Jacobian norm 0)
+    assert (dead["outcome"] == "did not learn").all() and not dead["diverged"].any()
+    assert (dead["accuracy"] == 0.5).all()
+    measures = ["reliance_deg", "margin_v1", "margin_v2", "jacobian_norm_test",
+                "transitions_random", "grad_along_v1"]  # fmt: skip
+    assert dead[measures].isna().all().all()
+    assert dead["outcome_reason"].str.startswith("training accuracy 0.500, not above").all()
+    tail = out.split("Warnings of this run")[1]
+    assert "4 model(s) of nad_pairs did not learn" in tail and "dead i0_j1000 s0" in tail
+    landing = (tmp_path / "results/report/landing.rst").read_text()
+    assert "did not learn" in landing and "i0_j1000" in landing
+    for fig in ("heatmap", "reliance", "complexity"):  # still drawn, the cells marked
         img = mpimg.imread(tmp_path / f"results/nad_pairs/plots/{fig}_mlp.png")
         red = (img[..., 0] > 0.8) & (img[..., 1] < 0.3) & (img[..., 2] < 0.3)
         assert red.sum() > 500, fig
+    fig = plots.reliance_heatmaps(df, "dead", str(tmp_path / "r.png"))
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert texts.count("did not\nlearn") == 4  # the reliance panel: 4 cells, no angle drawn
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert "did not learn: training accuracy at guessing (4 models)" in legend
     img = mpimg.imread(tmp_path / "results/nad_pairs/plots/cross_sections_mlp.png")
     assert ((img[..., 0] > 0.8) & (img[..., 1] < 0.3)).sum() > 50  # "diverged" in red
     # as a hard failure: the run stops, and the log names the reason

@@ -90,9 +90,10 @@ def cmd_nads(args) -> int:
     from functools import partial
 
     from .backend import Backend, DeviceError, setup
+    from .convergence import verdict
     from .log import say, warn
     from .models import KwargsError, ModelError, build, check_model
-    from .nads import NadError, compute_nads, overlaps_line, verdict
+    from .nads import NadError, compute_nads, overlaps_line
     from .settings import FLAGS, ModelSpec, NadSettings, nad_problem
 
     settings = NadSettings(

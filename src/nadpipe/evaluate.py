@@ -3,6 +3,7 @@ the others zeroed), and the per-model measures a study asks for (`MEASURES`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,13 @@ from .data import Splits
 from .io import generator
 from .models import relu_units
 from .settings import AnalysisSettings
+
+
+def at_chance(accuracy: float, n: int, classes: int) -> bool:
+    """Whether an accuracy on n samples is indistinguishable from guessing among `classes`:
+    not above 1/classes by three binomial standard errors."""
+    p = 1 / classes
+    return accuracy <= p + 3 * math.sqrt(p * (1 - p) / max(n, 1))
 
 
 def keep_channels(x: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:
@@ -81,6 +89,7 @@ def geometry(net: nn.Module, ctx: Context) -> tuple[dict, dict]:
         m = geo.margins_along(net, x_test, u, s.margin_max, s.margin_steps, s.batch_size)
         row[f"margin_{name}"] = m.median().item()  # inf: most points have no boundary in reach
         row[f"margin_{name}_found"] = torch.isfinite(m).double().mean().item()
+    row["margin_max"] = s.margin_max  # the search's reach: the figures' common scale
     row["jacobian_norm_test"] = geo.jacobian_norm(net, x_test, s.batch_size)
     row["jacobian_norm_train"] = geo.jacobian_norm(net, x_train, s.batch_size)
     tr = s.transitions

@@ -46,14 +46,24 @@ def generator(*parts: object):  # -> torch.Generator
     return torch.Generator().manual_seed(derive_seed(*parts))
 
 
+def _new_file_mode() -> int:
+    """The mode a new file gets under this process's umask (0o644 under 022)."""
+    mask = os.umask(0o022)  # reading the umask means setting it; it is put back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Call `write(tmp_path)`, then rename to `path`, so readers never see a half-written file."""
+    """Call `write(tmp_path)`, then rename to `path`, so readers never see a half-written file.
+    The file gets the mode the umask gives any new file (mkstemp's own is 0600: a collaborator
+    could not read the results)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, _new_file_mode())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -16,7 +16,7 @@ import torch
 from . import models
 from .backend import Backend, facts, on_cpu, setup
 from .data import checksum
-from .evaluate import MEASURES, Context, evaluate_conditions
+from .evaluate import MEASURES, Context, at_chance, evaluate_conditions
 from .grid import EvalJob, NadJob, TrainJob
 from .io import (
     ArtifactError,
@@ -111,6 +111,7 @@ def nads_job(
                 "eigenvalue_rel_diff_top10": sh["eigenvalue_rel_diff_top10"],
                 "halves": sh["halves"],
             },
+            "isotropy": art.get("isotropy"),
             "provenance": provenance(),
         },
         summary,
@@ -276,8 +277,10 @@ def evaluate_job(
             columns, found = MEASURES[name](net, ctx)
             extra.update(columns)
             arrays_out.update(found)
-    if run["diverged"]:  # NaN weights: accuracies, margins and counts would read as numbers
+    outcome, why = model_outcome(run, rows, job, len(splits["train"][0]))
+    if outcome == "diverged":  # NaN weights: accuracies, margins and counts would read as numbers
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
+    if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: float("nan") for k in extra}
     variant = entry.variant.parse(job.variant)
     key = {
@@ -301,6 +304,8 @@ def evaluate_job(
         "final_train_loss": run["history"][-1]["loss"],
         "diverged": run["diverged"],
         "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
+        "outcome": outcome,
+        "outcome_reason": why,
         "device": run["device"],
         "deterministic": run.get("deterministic", False),
         "tf32": run.get("tf32", False),
@@ -316,13 +321,31 @@ def evaluate_job(
     def write_arrays(tmp: str) -> None:
         with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
             np.savez_compressed(
-                f, **arrays_out, **{f"key_{k}": v for k, v in variant.columns().items()}
+                f,
+                **arrays_out,
+                **{f"key_{k}": v for k, v in variant.columns().items()},
+                key_outcome=outcome,
             )
 
     atomic_write(arrays, write_arrays)
     test = df[df["split"] == "test"].set_index("condition")["accuracy"]
     accs = ", ".join(f"{c} {a:.3f}" for c, a in test.items())
     return f"evaluate {job.study} {job.arch} {job.variant} seed={job.seed}: test accuracy {accs}"
+
+
+def model_outcome(run: dict, rows: list[dict], job: EvalJob, n: int) -> tuple[str, str]:
+    """("learned" | "did not learn" | "diverged", why): a model whose training accuracy (every
+    channel kept) is not above guessing cannot be read for its measures."""
+    if run["diverged"]:
+        return "diverged", f"the training loss became {run['history'][-1]['loss']}"
+    full = job.conditions[0][0]  # the first condition keeps every channel
+    acc = next(r["accuracy"] for r in rows if r["split"] == "train" and r["condition"] == full)
+    if at_chance(acc, n, job.model.classes):
+        return "did not learn", (
+            f"training accuracy {acc:.3f}, not above guessing ({1 / job.model.classes:.3f} on "
+            f"{n} samples): its measures (reliance, margins, Jacobian, transitions, bands) are NaN"
+        )
+    return "learned", ""
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -345,4 +368,13 @@ def aggregate_job(evaluations: list[str], summary: str, runs: str) -> str:
     if df["diverged"].any():
         n = int(df.drop_duplicates(key)["diverged"].sum())
         warn(f"{n} training(s) of {df['study'].iloc[0]} diverged: their rows are NaN ({summary})")
+    dead = df.drop_duplicates(key)
+    dead = dead[dead["outcome"] == "did not learn"] if "outcome" in dead else dead.iloc[:0]
+    if len(dead):
+        cells = ", ".join(f"{a} {v} s{s}" for a, v, s in dead[["arch", "variant", "seed"]].values)
+        warn(
+            f"{len(dead)} model(s) of {df['study'].iloc[0]} did not learn (training accuracy "
+            f"not above guessing): {cells}; their accuracies stand, their other measures are NaN "
+            f"and their cells are marked 'did not learn' in the figures ({summary})"
+        )
     return f"{len(df)} rows from {len(evaluations)} models -> {summary}; timings -> {runs}"

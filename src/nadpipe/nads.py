@@ -342,9 +342,6 @@ def compute_nads(
     }
 
 
-ISOTROPIC_BELOW = 1.5  # anisotropy under which a spectrum counts as nearly isotropic
-
-
 def isotropy(g: torch.Tensor, top: float) -> dict:
     """How far the covariance of the sensitivities `g` (m, d) is from isotropic: its top
     eigenvalue `top` over the mean eigenvalue, against the largest eigenvalue an isotropic
@@ -357,36 +354,6 @@ def isotropy(g: torch.Tensor, top: float) -> dict:
     edge = (1 + math.sqrt(d / max(m - 1, 1))) ** 2
     ratio = top / mean if mean > 0 else float("nan")
     return {"top_over_mean": ratio, "isotropic_edge": edge, "anisotropy": ratio / edge}
-
-
-def verdict(art: dict, min_overlap: float, raise_networks: str) -> tuple[str, str]:
-    """(kind, text) of an artifact's convergence: "converged" (split-half top-10 overlap at
-    least `min_overlap`), "isotropic" (a flat spectrum: no order of its NADs to find, whatever
-    the overlap), "not converged" or "unknown" (both worth a warning). `raise_networks` is how
-    the interface says to use more networks (e.g. "raise nads.n_networks (now 40)")."""
-    sh = art["split_half"]
-    top10 = sh["overlap"].get(10, float("nan"))
-    iso = art.get("isotropy")
-    if not math.isfinite(top10):  # too few networks to judge anything
-        why = sh["undefined"].get(10, "too few networks")
-        return "unknown", f"convergence unknown: {why}; {raise_networks}"
-    if top10 >= min_overlap:
-        return "converged", f"split-half top-10 overlap {top10:.2f}"
-    if iso and math.isfinite(iso["anisotropy"]) and iso["anisotropy"] < ISOTROPIC_BELOW:
-        n = sum(sh["halves"])
-        return "isotropic", (
-            f"nearly isotropic: its top eigenvalue is {iso['anisotropy']:.2f} x the largest an "
-            f"isotropic covariance shows from {n} networks (below {ISOTROPIC_BELOW}), so there "
-            f"is no order of its NADs to find and a low split-half overlap ({top10:.2f} at "
-            "k = 10) is expected, not a sign of too few networks"
-        )
-    return "not converged", (
-        f"split-half top-10 overlap {top10:.2f} < {min_overlap}: not converged (anisotropy "
-        f"{iso['anisotropy']:.2f}, not a flat spectrum); {raise_networks}"
-        if iso
-        else f"split-half top-10 overlap {top10:.2f} < {min_overlap}: not converged; "
-        f"{raise_networks}"
-    )
 
 
 def rank(settings: NadSettings, shape: Shape) -> int:

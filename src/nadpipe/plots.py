@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -59,10 +60,39 @@ def pair_grid(df: pd.DataFrame, condition: str, split: str = "test", value: str 
     )
 
 
-def _marks(df: pd.DataFrame, column: str = "diverged") -> pd.DataFrame | None:
-    if column not in df:
-        return None
-    return df.pivot_table(index="nad_i", columns="nad_j", values=column, aggfunc="max")
+@dataclass(frozen=True)
+class Mark:
+    """Cells of a heatmap that hold no ordinary value, hatched and named in the legend."""
+
+    cells: pd.DataFrame  # bool, rows nad_i, columns nad_j
+    colour: str
+    label: str  # the legend's words
+    text: str = ""  # written in a marked cell whose value is not a number
+
+
+def _cells(df: pd.DataFrame, flags: pd.Series) -> pd.DataFrame:
+    return (
+        df.assign(_flag=flags.astype(float))
+        .pivot_table(index="nad_i", columns="nad_j", values="_flag", aggfunc="max")
+        .fillna(0)
+        .astype(bool)
+    )
+
+
+def outcome_marks(df: pd.DataFrame) -> list[Mark]:
+    """The marks every figure of trained models shows: cells where some seed's training
+    diverged, and cells where some seed did not learn (training accuracy at guessing)."""
+    marks = []
+    models = df.drop_duplicates([c for c in ("arch", "nad_i", "nad_j", "seed") if c in df])
+    if "diverged" in df and df["diverged"].any():
+        n = int(models["diverged"].sum())
+        marks.append(Mark(_cells(df, df["diverged"]), "red", f"training diverged ({n} models)"))
+    if "outcome" in df and (df["outcome"] == "did not learn").any():
+        dead = df["outcome"] == "did not learn"
+        n = int((models["outcome"] == "did not learn").sum())
+        label = f"did not learn: training accuracy at guessing ({n} models)"
+        marks.append(Mark(_cells(df, dead), "dimgrey", label, "did not\nlearn"))
+    return marks
 
 
 def _number(val: float, fmt: str) -> str:
@@ -77,21 +107,14 @@ def _hatch(ax, r: int, c: int, colour: str, hatch: str = "xx") -> None:
     )
 
 
-def _panel(
-    ax,
-    grid: pd.DataFrame,
-    title: str,
-    fmt: str,
-    diverged=None,
-    flagged=None,
-    flag_text: str = "",
-    **imshow,
-):
-    """One heatmap panel: values written in the cells; diverged cells hatched red; `flagged`
-    cells (no ordinary value, e.g. a boundary not found) hatched grey and labelled."""
+def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, marks: Sequence[Mark] = (), **imshow):
+    """One heatmap panel: values written in the cells; each mark's cells hatched in its colour,
+    its text written where the cell holds no number. On a log scale an exact zero, which the
+    scale cannot show, is written "0" and counted by `zeros_on_log_scale`."""
     vals = grid.to_numpy(dtype=float)
     shown = np.where(np.isfinite(vals), vals, np.nan)
-    im = ax.imshow(shown, origin="lower", **imshow)
+    log = isinstance(imshow.get("norm"), LogNorm)
+    im = ax.imshow(np.where(log & (shown == 0), np.nan, shown), origin="lower", **imshow)
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
     ax.set_xlabel(AXIS_J)
@@ -100,50 +123,30 @@ def _panel(
     norm = im.norm
     for (r, c), val in np.ndenumerate(vals):
         if np.isfinite(val):
-            light = norm(val) < 0.6 if np.isfinite(norm(val)) else False
-            ax.text(
-                c,
-                r,
-                _number(val, fmt),
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="white" if light else "black",
-            )
-    for marks, colour, text in ((diverged, "red", ""), (flagged, "dimgrey", flag_text)):
-        if marks is None:
-            continue
-        bad = marks.reindex_like(grid).fillna(False).to_numpy(bool)
+            level = norm(val) if not (log and val <= 0) else 0.0
+            light = np.isfinite(level) and level < 0.6
+            ax.text(c, r, _number(val, fmt), ha="center", va="center", fontsize=8,
+                    color="white" if light else "black")  # fmt: skip
+    for mark in marks:
+        bad = mark.cells.reindex_like(grid).fillna(False).to_numpy(bool)
         for (r, c), b in np.ndenumerate(bad):
             if b:
-                _hatch(ax, r, c, colour)
-                if text:
-                    ax.text(c, r, text, ha="center", va="center", fontsize=7, color=colour)
+                _hatch(ax, r, c, mark.colour)
+                if mark.text and not np.isfinite(vals[r, c]):
+                    ax.text(c, r, mark.text, ha="center", va="center", fontsize=7,
+                            color=mark.colour)  # fmt: skip
     return im
 
 
-def _legend_note(fig, diverged, flagged=None, flag_label: str = "") -> None:
-    handles = []
-    if diverged is not None and diverged.to_numpy(dtype=float).sum():
-        n = int(np.nansum(diverged.to_numpy(dtype=float)))
-        handles.append(
-            Patch(
-                facecolor="none",
-                edgecolor="red",
-                hatch="xx",
-                label=f"training diverged in some seed ({n} cells)",
-            )
-        )
-    if flagged is not None and np.nansum(flagged.to_numpy(dtype=float)):
-        handles.append(Patch(facecolor="none", edgecolor="dimgrey", hatch="xx", label=flag_label))
+def _legend_note(fig, marks: Sequence[Mark]) -> None:
+    handles = [
+        Patch(facecolor="none", edgecolor=m.colour, hatch="xx", label=m.label)
+        for m in marks
+        if m.cells.to_numpy().any()
+    ]
     if handles:
-        fig.legend(
-            handles=handles,
-            loc="outside lower center",
-            ncol=len(handles),
-            fontsize=8,
-            frameon=False,
-        )
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8,
+                   frameon=False)  # fmt: skip
 
 
 def _pair_title(df: pd.DataFrame, arch: str, what: str) -> str:
@@ -156,62 +159,42 @@ def _pair_title(df: pd.DataFrame, arch: str, what: str) -> str:
 def pair_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     """Three panels (both / ch1 only / ch2 only) of mean test accuracy, one colour scale."""
     df = _rows_of(df, arch)
-    diverged = _marks(df)
+    marks = outcome_marks(df)
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
     for ax, (cond, title) in zip(axes, PANELS.items(), strict=True):
         grid = pair_grid(df, cond) * 100
-        im = _panel(ax, grid, title, ".0f", diverged, vmin=50, vmax=100, cmap="viridis")
+        im = _panel(ax, grid, title, ".0f", marks, vmin=50, vmax=100, cmap="viridis")
     fig.colorbar(im, ax=axes, label="test accuracy (%)", shrink=0.9)
     fig.suptitle(_pair_title(df, arch, "test accuracy"))
-    _legend_note(fig, diverged)
+    _legend_note(fig, marks)
     return _save(fig, output)
 
 
 def reliance_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
-    """The channel reliance angle, and the median margins along v1 and v2 on one shared scale,
-    cells where the boundary was not found within analysis.margin_max marked."""
+    """The channel reliance angle, and the median margins along v1 and v2 on one scale from 0
+    to analysis.margin_max for every architecture, cells where the boundary was not found
+    within it marked."""
     df = _rows_of(df, arch)
-    diverged = _marks(df)
+    marks = outcome_marks(df)
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
     grid = pair_grid(df, "both", value="reliance_deg")
-    im = _panel(
-        axes[0],
-        grid,
-        "reliance: 0° = v1 only, 90° = v2 only",
-        ".0f",
-        diverged,
-        vmin=0,
-        vmax=90,
-        cmap="magma",
-    )
+    im = _panel(axes[0], grid, "reliance: 0° = v1 only, 90° = v2 only", ".0f", marks,
+                vmin=0, vmax=90, cmap="magma")  # fmt: skip
     fig.colorbar(im, ax=axes[0], label="reliance angle (degrees)", shrink=0.8)
     margins = {m: pair_grid(df, "both", value=f"margin_{m}") for m in ("v1", "v2")}
-    finite = np.concatenate([g.to_numpy(float).ravel() for g in margins.values()])
-    finite = finite[np.isfinite(finite)]
-    lo, hi = (finite.min(), finite.max()) if len(finite) else (0.0, 1.0)
+    top = float(df["margin_max"].max()) if "margin_max" in df else 10.0
     not_found = {m: g.apply(lambda col: col == np.inf) for m, g in margins.items()}
+    label = f"boundary not found within analysis.margin_max = {top:g} for most points"
     for ax, (m, g) in zip(axes[1:], margins.items(), strict=True):
         title = f"median distance to the boundary along {'v1 ⊕ 0' if m == 'v1' else '0 ⊕ v2'}"
-        im = _panel(
-            ax,
-            g,
-            title,
-            ".2g",
-            diverged,
-            not_found[m],
-            "not\nfound",
-            vmin=lo,
-            vmax=hi if hi > lo else lo + 1,
-            cmap="cividis",
-        )
+        found = [*marks, Mark(not_found[m], "dimgrey", label, "not\nfound")]
+        im = _panel(ax, g, title, ".2g", found, vmin=0, vmax=top, cmap="cividis")
     fig.colorbar(
-        im, ax=list(axes[1:]), label="median margin (input units, shared scale)", shrink=0.8
+        im, ax=list(axes[1:]), label=f"median margin (input units, 0 to {top:g})", shrink=0.8
     )
     fig.suptitle(_pair_title(df, arch, "channel reliance and margins"))
-    flagged = pd.concat(not_found.values()).groupby(level=0).max()
-    _legend_note(
-        fig, diverged, flagged, "boundary not found within analysis.margin_max for most points"
-    )
+    either = (not_found["v1"] | not_found["v2"].reindex_like(not_found["v1"])).fillna(False)
+    _legend_note(fig, [*marks, Mark(either.astype(bool), "dimgrey", label)])
     return _save(fig, output)
 
 
@@ -219,7 +202,7 @@ def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     """The softmax Jacobian norm (log scale) and the transition counts per ReLU unit on one
     shared scale; a model without ReLU modules has no transition count ("n/a")."""
     df = _rows_of(df, arch).copy()
-    diverged = _marks(df)
+    marks = outcome_marks(df)
     kinds = {
         "same_class": "same-class ellipses",
         "diff_class": "different-class ellipses",
@@ -233,29 +216,20 @@ def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     positive = jac.to_numpy(float)
     positive = positive[np.isfinite(positive) & (positive > 0)]
     norm = LogNorm(positive.min(), positive.max()) if len(positive) else None
-    im = _panel(
-        axes[0], jac, "softmax input-Jacobian norm (test)", ".2g", diverged, norm=norm, cmap="magma"
-    )
+    zeros = Mark(jac == 0, "black", "exactly 0 (below any log scale)")
+    im = _panel(axes[0], jac, "softmax input-Jacobian norm (test)", ".2g", [*marks, zeros],
+                norm=norm, cmap="magma")  # fmt: skip
     fig.colorbar(im, ax=axes[0], label="mean ‖∂softmax/∂x‖_F (log scale)", shrink=0.8)
     grids = {k: pair_grid(df, "both", value=f"per_unit_{k}") for k in kinds}
     vals = np.concatenate([g.to_numpy(float).ravel() for g in grids.values()])
     vals = vals[np.isfinite(vals)]
     lo, hi = (vals.min(), vals.max()) if len(vals) else (0.0, 1.0)
     no_relu = "relu_units" not in df or (df["relu_units"] == 0).all()
+    na = "no ReLU modules: transition counts do not apply"
     for ax, (k, g) in zip(axes[1:], grids.items(), strict=True):
-        na = g.isna() if no_relu else None
-        im = _panel(
-            ax,
-            g,
-            f"transitions per ReLU unit, {kinds[k]}",
-            ".2g",
-            diverged,
-            na,
-            "n/a",
-            vmin=lo,
-            vmax=hi if hi > lo else lo + 1,
-            cmap="viridis",
-        )
+        found = [*marks, Mark(g.isna(), "dimgrey", na, "n/a")] if no_relu else marks
+        im = _panel(ax, g, f"transitions per ReLU unit, {kinds[k]}", ".2g", found,
+                    vmin=lo, vmax=hi if hi > lo else lo + 1, cmap="viridis")  # fmt: skip
     fig.colorbar(
         im,
         ax=list(axes[1:]),
@@ -263,12 +237,8 @@ def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
         label="activation-pattern changes per ReLU unit per ellipse (shared scale)",
     )
     fig.suptitle(_pair_title(df, arch, "complexity of the learned predictor"))
-    _legend_note(
-        fig,
-        diverged,
-        grids["random"].isna() if no_relu else None,
-        "no ReLU modules: transition counts do not apply",
-    )
+    extra = [Mark(grids["random"].isna(), "dimgrey", na)] if no_relu else []
+    _legend_note(fig, [*marks, zeros, *extra])
     return _save(fig, output)
 
 
@@ -318,6 +288,10 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
             ax.plot([1], [1], "^", ms=5, color="k", label="class +1 mean")
             ax.plot([-1], [-1], "v", ms=5, color="k", mfc="white", label="class −1 mean")
             ax.set_aspect("equal")
+            if str(s.get("key_outcome", "learned")) == "did not learn":
+                ax.text(0.5, 0.5, "did not learn", ha="center", va="center", color="dimgrey",
+                        weight="bold", transform=ax.transAxes)  # fmt: skip
+                ax.set_title(f"i={i}, j={j} (did not learn)", fontsize=9, color="dimgrey")
             if r == len(rows) - 1:
                 ax.set_xlabel("along v1 ⊕ 0 (units of ε1)", fontsize=8)
             if c == 0:
@@ -338,11 +312,22 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
 # -- the per-model studies --------------------------------------------------------------------
 
 
+DID_NOT_LEARN = "did not learn (training accuracy at guessing)"
+
+
 def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: float = 1) -> None:
-    """Mean over seeds as a line with markers, min..max over seeds as a band."""
+    """Mean over seeds as a line with markers, min..max over seeds as a band; points where some
+    seed did not learn circled in grey (labelled once per axes)."""
     stats = sel.groupby(x)[y].agg(["mean", "min", "max"]).sort_index() * scale
     line = ax.plot(stats.index, stats["mean"], marker="o", label=label)[0]
     ax.fill_between(stats.index, stats["min"], stats["max"], alpha=0.2, color=line.get_color())
+    if "outcome" in sel:
+        dead = sel.groupby(x)["outcome"].agg(lambda o: (o == "did not learn").any()).sort_index()
+        at = stats.index[dead.reindex(stats.index).fillna(False).to_numpy(bool)]
+        if len(at):
+            first = DID_NOT_LEARN not in [h.get_label() for h in ax.lines]
+            ax.plot(at, stats.loc[at, "mean"], linestyle="none", marker="o", ms=11, mfc="none",
+                    mec="dimgrey", mew=1.5, label=DID_NOT_LEARN if first else "_")  # fmt: skip
 
 
 def _nad_axis(ax, values: pd.Series) -> None:
@@ -395,6 +380,17 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     ax.set_xlabel("frequency b (along columns)")
     ax.set_ylabel("frequency a (along rows)")
     fig.colorbar(im, ax=ax, label="test accuracy (%)")
+    if "outcome" in test:
+        dead = test.assign(dead=test["outcome"] == "did not learn").pivot_table(
+            index="freq_a", columns="freq_b", values="dead", aggfunc="max"
+        )
+        for (fa, fb), d in dead.stack().items():
+            if d:  # lightly, so that the map stays readable
+                ax.add_patch(Rectangle((fb - 0.5, fa - 0.5), 1, 1, fill=False, hatch="//",
+                                       edgecolor="lightgrey", linewidth=0))  # fmt: skip
+        if dead.to_numpy().any():
+            patch = Patch(facecolor="none", edgecolor="lightgrey", hatch="//", label=DID_NOT_LEARN)
+            fig.legend(handles=[patch], loc="outside lower center", fontsize=8, frameon=False)
     layout = "zero frequency in the centre" if a.min() < 0 else "zero frequency at the top left"
     fig.suptitle(
         f"{arch}: trained on D(Fourier direction (a, b)), {_dv_title(test)}\n{layout}; "
@@ -501,9 +497,13 @@ def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     ax.set_ylabel("model (variant)")
     ax.axvline(0.5, color="white", linewidth=2)
     ax.axvline(0.5 + len(bands), color="white", linewidth=2)
+    outcome = test.groupby("variant", sort=False)["outcome"].agg(
+        lambda o: "diverged" if (o == "diverged").any() else "did not learn"
+    ) if "outcome" in test else pd.Series(dtype=str)  # fmt: skip
+    why = outcome.reindex(order).fillna("diverged").to_numpy()
     if values.size <= 600:
         for (r, c), v in np.ndenumerate(values):
-            label = "diverged" if not np.isfinite(v) else f"{v:.0f}"
+            label = why[r].replace(" ", "\n", 1) if not np.isfinite(v) else f"{v:.0f}"
             ax.text(c, r, label, ha="center", va="center", fontsize=7,
                     color="black" if np.isfinite(v) and v > 60 else "white")  # fmt: skip
     fig.colorbar(im, ax=ax, label="test accuracy (%)")
@@ -592,7 +592,7 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
     converged" stamp on the figure when the NADs are not converged (nadpipe.nads.verdict).
     `raise_networks` is how the caller says to use more networks. Returns (a one-line verdict,
     the figure); the verdict starts with "WARNING: " when it is worth one."""
-    from .nads import verdict as convergence
+    from .convergence import verdict as convergence
 
     shape = tuple(art.get("shape") or (1, 32, 32))
     n = min(16, len(art["vectors"]))

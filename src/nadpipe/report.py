@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pandas as pd
 
@@ -105,47 +106,85 @@ def _headline(study: str, df: pd.DataFrame) -> str:
     )
     notes = []
     if study == "nad_pairs":
-        for arch, part in test.groupby("arch", sort=False):
-            acc = part.pivot_table(
-                index="variant", columns="condition", values="accuracy", dropna=False
-            )
-            gap = (acc["ch1_only"] - acc["ch2_only"]).abs().dropna()
-            if len(gap):
-                v = gap.idxmax()
-                notes.append(
-                    f"{arch}: the most one-sided cell is {v}: channel 1 alone "
-                    f"{_pct(acc.loc[v, 'ch1_only'])} %, channel 2 alone "
-                    f"{_pct(acc.loc[v, 'ch2_only'])} %"
-                )
+        notes += pair_findings(df)
     if study == "single_direction":
         for arch, part in test.groupby("arch", sort=False):
             rho = part["nad_k"].rank().corr(part["accuracy"].rank())
             notes.append(f"{arch}: Spearman rank correlation of NAD index and accuracy {rho:.2f}")
+    models = df.drop_duplicates(["arch", "variant", "seed"])
     if df["diverged"].any():
         notes.append(
-            f"{int(df.drop_duplicates(['arch', 'variant', 'seed'])['diverged'].sum())} "
-            "training(s) diverged (NaN in the tables, hatched in the figures)"
+            f"{int(models['diverged'].sum())} training(s) diverged (NaN in the tables, hatched "
+            "in red in the figures)"
+        )
+    if "outcome" in models and (models["outcome"] == "did not learn").any():
+        dead = models[models["outcome"] == "did not learn"]
+        cells = ", ".join(
+            f"{a} {v} (seed {s})" for a, v, s in dead[["arch", "variant", "seed"]].values
+        )
+        notes.append(
+            f"{len(dead)} model(s) did not learn (training accuracy at guessing): {cells}; "
+            "their accuracies stand, their other measures are NaN, and the figures mark them "
+            "'did not learn'"
         )
     return out + "".join(f"\n- {_rst(n)}" for n in notes) + ("\n" if notes else "")
 
 
-def _nad_line(path: str) -> str:
+def pair_findings(df: pd.DataFrame) -> list[str]:
+    """What a D(v1) ⊕ D(v2) study found, per architecture, from its learned models: which
+    channel each relied on (reliance angle below or above 45°) against which channel carries the
+    lower NAD index, in the cells i ≠ j where the two differ; and its mean reliance angle
+    against atan(ε2/ε1), the angle of a predictor that weighs each channel by its margin (as a
+    learner without directional bias would)."""
+    test = df[(df["split"] == "test") & (df["condition"] == "both")]
+    if "outcome" in test:
+        test = test[test["outcome"] == "learned"]
+    test = test[test["reliance_deg"].notna()]
+    out = []
+    for arch, part in test.groupby("arch", sort=False):
+        margin = math.degrees(math.atan2(part["eps2"].iloc[0], part["eps1"].iloc[0]))
+        off = part[part["nad_i"] != part["nad_j"]]
+        lower = (off["nad_i"] < off["nad_j"]) == (off["reliance_deg"] < 45)
+        mean = part["reliance_deg"].mean()
+        line = f"{arch}: "
+        if len(off):
+            k, n = int(lower.sum()), len(off)
+            line += (
+                f"relied on the channel of the lower NAD index in {k} of {n} models with i ≠ j "
+                f"({100 * k / n:.0f} %)"
+            )
+            if k >= 0.75 * n:
+                line += ": it follows its NADs, even against the larger margin"
+            elif abs(mean - margin) < 10:
+                line += ": it follows the margins, not the NAD indices"
+            line += "; "
+        out.append(
+            line + f"mean reliance angle {mean:.1f}° (atan(ε2/ε1) = {margin:.1f}°: the angle of "
+            "a predictor that weighs each channel by its margin)"
+        )
+    return out
+
+
+def _nad_line(path: str, min_overlap: float) -> str:
+    from .convergence import verdict
+
     with open(path) as f:
         s = json.load(f)
     if s.get("file"):
         return f"{s['arch']}: {s['nads']} NADs read from {s['file']}"
-    st, sh = s["settings"], s["split_half"]
-    top10 = sh["overlap"].get("10")
-    conv = (
-        f"split-half top-10 overlap {top10:.2f}"
-        if top10 is not None and math.isfinite(top10)
-        else "split-half top-10 overlap undefined (too few networks)"
-    )
+    st = s["settings"]
+    _, said = verdict(s, min_overlap, f"raise nads.n_networks (now {st['n_networks']})")
     return (
         f"{s['arch']}: {st['n_networks']} random networks, {st['estimator']} estimator"
         + (f" (step {st['step']})" if st["estimator"] == "dipole" else "")
-        + f", inputs {'x'.join(map(str, s['shape']))}; {conv}"
+        + f", inputs {'x'.join(map(str, s['shape']))}; {said}"
     )
+
+
+def _min_overlap(config: dict, path: str) -> float:
+    arch = os.path.splitext(os.path.basename(path))[0]
+    own = config.get("architectures", {}).get(arch, {}).get("nads", {})
+    return own.get("min_overlap_top10", config["nads"]["min_overlap_top10"])
 
 
 def landing_page(config: dict, summaries: list[str], nads: list[str], output: str) -> None:
@@ -173,7 +212,8 @@ def landing_page(config: dict, summaries: list[str], nads: list[str], output: st
         frames[study] = df
         parts += [_what_ran(study, config[study], df), ""]
     if nads:
-        parts += ["**NADs**:", ""] + [f"- {_rst(_nad_line(p))}" for p in nads] + [""]
+        lines = [_nad_line(p, _min_overlap(config, p)) for p in nads]
+        parts += ["**NADs**:", ""] + [f"- {_rst(line)}" for line in lines] + [""]
     parts += ["Headline numbers", "----------------", ""]
     for study, df in frames.items():
         parts += [_headline(study, df), ""]

@@ -1,0 +1,41 @@
+"""Whether an architecture's NADs converged, from the diagnostics an artifact or its record
+holds (split-half overlaps, anisotropy): one verdict for the job log, the NAD figure, the report
+and the `nadpipe` command, each saying in its own words what to do. Needs no torch."""
+
+from __future__ import annotations
+
+import math
+
+ISOTROPIC_BELOW = 1.5  # anisotropy under which a spectrum counts as nearly isotropic
+
+
+def verdict(art: dict, min_overlap: float, raise_networks: str) -> tuple[str, str]:
+    """(kind, text) of an artifact's convergence: "converged" (split-half top-10 overlap at
+    least `min_overlap`), "isotropic" (a flat spectrum: no order of its NADs to find, whatever
+    the overlap), "not converged" or "unknown" (both worth a warning). `raise_networks` is how
+    the interface says to use more networks (e.g. "raise nads.n_networks (now 40)")."""
+    sh = art["split_half"]  # keys are numbers in an artifact, text in its JSON record
+    top10 = {int(k): v for k, v in sh["overlap"].items()}.get(10, float("nan"))
+    top10 = float("nan") if top10 is None else top10
+    undefined = {int(k): v for k, v in sh["undefined"].items()}
+    iso = art.get("isotropy")
+    if not math.isfinite(top10):  # too few networks to judge anything
+        why = undefined.get(10, "too few networks")
+        return "unknown", f"convergence unknown: {why}; {raise_networks}"
+    if top10 >= min_overlap:
+        return "converged", f"split-half top-10 overlap {top10:.2f}"
+    if iso and math.isfinite(iso["anisotropy"]) and iso["anisotropy"] < ISOTROPIC_BELOW:
+        n = sum(sh["halves"])
+        return "isotropic", (
+            f"nearly isotropic: its top eigenvalue is {iso['anisotropy']:.2f} x the largest an "
+            f"isotropic covariance shows from {n} networks (below {ISOTROPIC_BELOW}), so there "
+            f"is no order of its NADs to find and a low split-half overlap ({top10:.2f} at "
+            "k = 10) is expected, not a sign of too few networks"
+        )
+    return "not converged", (
+        f"split-half top-10 overlap {top10:.2f} < {min_overlap}: not converged (anisotropy "
+        f"{iso['anisotropy']:.2f}, not a flat spectrum); {raise_networks}"
+        if iso
+        else f"split-half top-10 overlap {top10:.2f} < {min_overlap}: not converged; "
+        f"{raise_networks}"
+    )
