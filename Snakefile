@@ -9,7 +9,9 @@ min_version("8.10")
 
 from nadpipe.config import check_yaml
 
-check_yaml("config.yaml")  # a YAML syntax error names the file and line (Snakemake's does not)
+check_yaml(
+    "config.yaml"
+)  # a YAML syntax error names the file and line (Snakemake's does not)
 
 
 configfile: "config.yaml"
@@ -34,8 +36,8 @@ rule all:
 
 
 onsuccess:
-    print(end_of_run(True))
+    end_of_run(True)
 
 
 onerror:
-    print(end_of_run(False))
+    end_of_run(False)

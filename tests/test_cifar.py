@@ -327,7 +327,7 @@ def test_validation_studies_run_end_to_end(tmp_path):
     }
     assert fourier["accuracy"].between(0, 1).all()
     # fourier needs no NADs: only single_direction's architectures have NAD jobs
-    assert "nads_lenet_nopool.png" in res.stdout
+    assert "nads_lenet_nopool.png" in res.stdout + res.stderr
     for study, arch in (("single_direction", "lenet_nopool"), ("fourier", "lenet")):
         img = mpimg.imread(tmp_path / f"results/{study}/plots/accuracy_{arch}.png")
         assert img.shape[1] > 400 and img.std() > 0.05

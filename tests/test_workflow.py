@@ -114,8 +114,11 @@ def run(tmp_path_factory):
 
 def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     workdir, res = run
-    assert "results/nad_pairs/summary.parquet" in res.stdout  # the final message names outputs
     console = res.stdout + res.stderr  # one summary line per job, outside the job logs
+    assert "results/nad_pairs/summary.parquet" in console  # the final message names outputs
+    # ... and Snakemake's log file holds it too
+    logs = (workdir / ".snakemake/log").glob("*.snakemake.log")
+    assert any("nadpipe finished. Results:" in log.read_text() for log in logs)
     # 48 networks: the NADs past rank 47 are arbitrary, and the top-10 split-half overlap is low
     assert "at or past the rank (47) of lenet's NAD covariance" in console
     assert "NADs of lenet: split-half top-10 overlap" in console
@@ -187,6 +190,18 @@ def test_same_config_gives_a_byte_identical_summary_with_or_without_the_warm_wor
     assert set(first["cuda_visible_devices"]) == {""}
     assert set(runs["cuda_visible_devices"]) == {""} and (runs["host"] != "").all()
     assert set(runs["slurm_job_id"]) == {os.environ.get("SLURM_JOB_ID", "")}
+
+
+def test_a_finished_study_run_again_says_its_results_and_standing_warnings(run):
+    workdir, _ = run
+    res = snakemake(workdir, "--cores", "1")
+    out = res.stdout + res.stderr
+    assert "Nothing to be done" in out  # Snakemake's words; at 820f241 nothing more
+    assert "nadpipe: nothing to do, every result is up to date:" in out
+    assert "results/nad_pairs/summary.parquet" in out.split("nothing to do")[1]
+    assert "Warnings that stand for these results" in out and "NADs of lenet" in out
+    newest = max((workdir / ".snakemake/log").glob("*.snakemake.log"), key=os.path.getmtime)
+    assert "nadpipe: nothing to do, every result is up to date:" in newest.read_text()
 
 
 def test_lenet_learns_low_nads_and_relies_on_the_lower_index_channel(run):

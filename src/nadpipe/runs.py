@@ -8,12 +8,15 @@ the end: the outputs, and every warning the run's jobs wrote to their logs, repe
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
 import glob
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from . import provenance
 from .log import WARNING
@@ -71,6 +74,7 @@ REPEATED_MANY = {"--configfile", "--configfiles", "--config", "-C"}
 
 _held = None  # this process's open lock file, kept until it ends
 _server = None  # the warm job server of this run (nadpipe.worker)
+_ended = False  # the end-of-run summary was said
 
 
 class RunInProgress(RuntimeError):
@@ -220,6 +224,8 @@ def job_warnings(since: float, root: str = "logs") -> list[str]:
 
 def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
     """What the run says when it ends: its outputs (or that it failed) and every warning."""
+    global _ended
+    _ended = True
     if _server is not None:
         _server.terminate()
     lines = []
@@ -232,3 +238,33 @@ def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
         lines.append(f"Warnings of this run ({len(found)}):")
         lines += [f"  - {w}" for w in found]
     return "\n".join(lines)
+
+
+def up_to_date(outputs: list[str], warnings: list[str]) -> str:
+    """What a run says when every result was already up to date (Snakemake then ends without
+    calling the workflow's handlers): the results, and the warnings that stand for them (in the
+    logs of the jobs that made them)."""
+    lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
+    found = list(dict.fromkeys([*warnings, *job_warnings(0.0)]))
+    if found:
+        lines.append(f"Warnings that stand for these results ({len(found)}):")
+        lines += [f"  - {w}" for w in found]
+    return "\n".join(lines)
+
+
+def summarise_at_exit(
+    outputs: Callable[[], list[str]], warnings: list[str], logfiles: Callable[[], list[str]]
+) -> None:
+    """When this run ends without its end-of-run summary (Snakemake found nothing to do), say
+    `up_to_date` on stderr and in Snakemake's log file."""
+
+    def at_exit() -> None:
+        if _ended:
+            return
+        text = up_to_date(outputs(), warnings)
+        print(text, file=sys.stderr, flush=True)
+        for path in logfiles():
+            with contextlib.suppress(OSError), open(path, "a") as f:
+                f.write(text + "\n")
+
+    atexit.register(at_exit)

@@ -11,6 +11,7 @@ from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
 from nadpipe import backend, runs, slots
+from nadpipe.log import WARNING
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, VARIANT_PATTERN
 
@@ -24,8 +25,12 @@ if workflow.is_main_process:  # not in a job Snakemake starts elsewhere (SLURM)
         workflow.output_settings.dryrun,
         warm=not workflow.deployment_settings.deployment_method,  # jobs in this environment
     )
+    if not workflow.output_settings.dryrun:
+        runs.summarise_at_exit(
+            PLAN.final_outputs, WARNINGS, workflow.logger_manager.get_logfile
+        )
 for message in WARNINGS:
-    logger.warning(f"{nio.WARNING} {message}")
+    logger.warning(f"{WARNING} {message}")
 
 # Where jobs compute (nadpipe.backend) and the GPU slot pool of this machine's jobs
 # (nadpipe.slots), passed through the environment so that changing them reruns nothing.
@@ -62,7 +67,7 @@ wildcard_constraints:
 
 
 def end_of_run(ok):
-    return runs.end(ok, PLAN.final_outputs(), WARNINGS, RUN_START)
+    logger.info(runs.end(ok, PLAN.final_outputs(), WARNINGS, RUN_START))
 
 
 def nads_of(w):
