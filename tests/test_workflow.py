@@ -35,6 +35,8 @@ MICRO = {
         "n_test": 1000,
         "train": {"epochs": 10},
     },
+    # cells that share a model and protocol train together, as on a GPU (nadpipe.batches)
+    "gpus": {"batch_cells": 4},
     "analysis": {
         "n_points": 60,
         "margin_steps": 20,
@@ -123,7 +125,17 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     assert "at or past the rank (47) of lenet's NAD covariance" in console
     assert "NADs of lenet: split-half top-10 overlap" in console
     assert "evaluate nad_pairs lenet i0_j1000 seed=0: test accuracy both" in console
-    assert re.search(r"train nad_pairs mlp i0_j0 seeds=\[0\]: loss \d\.\d{4}, train acc", console)
+    assert re.search(
+        r"train nad_pairs mlp i0_j0 seeds=\[0\]: train loss \d\.\d{4}, train accuracy "
+        r"\d\.\d{3}, test accuracy \d\.\d{3} \(on cpu\)",
+        console,
+    )
+    for arch in ("mlp", "lenet"):  # each architecture's 4 cells trained as one batch
+        for cell in ("i0_j0", "i1000_j0"):
+            path = workdir / f"results/nad_pairs/models/{arch}/{cell}_s0.json"
+            assert json.loads(path.read_text())["trained_together"] == 4
+    log = (workdir / "logs/nad_pairs/train/mlp/i0_j0_s0.log").read_text()
+    assert re.search(r"epoch 10/10: train loss \d\.\d{4}, train accuracy \d\.\d{4}", log)
     # the end of the run repeats every warning its jobs wrote
     tail = console.split("Warnings of this run")[1]
     assert "at or past the rank (47)" in tail and "NADs of mlp: split-half top-10 overlap" in tail

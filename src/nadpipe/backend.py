@@ -45,6 +45,14 @@ class Backend:
     deterministic: bool = False
     tf32: bool = False
     cudnn_benchmark: bool = True
+    batch_cells: int | None = None  # cells trained together (nadpipe.batches); None: by device
+
+    def batch_size(self, device) -> int:
+        """How many cells train together on `device`: `batch_cells`, else 64 on a GPU and 1 on
+        the CPU (where an ensemble is no faster per sample than one model)."""
+        if self.batch_cells is not None:
+            return self.batch_cells
+        return 64 if device.type == "cuda" else 1
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:

@@ -178,6 +178,19 @@ class Plan:
             self.stream(study, arch, variant),
         )
 
+    def train_cells(self) -> list[tuple[TrainJob, str, str]]:
+        """Every one-seed training of the enabled studies (those that train their seeds
+        together excepted), with its weights and record paths: what nadpipe.batches batches."""
+        out = []
+        for study in self.cfg.enabled():
+            if study in self.grouped():
+                continue
+            for c in self.cells(study):
+                path = c.path(MODEL)
+                job = self.train_job(study, c.arch, c.variant, (c.seed,))
+                out.append((job, path + ".pt", path + ".json"))
+        return out
+
     def measures(self, study: str) -> tuple[str, ...]:
         entry = REGISTRY[study]
         bands = self.cfg.analysis.nad_bands.enabled and entry.needs_nads

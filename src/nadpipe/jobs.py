@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import models
+from . import batches, models
 from .backend import Backend, facts, on_cpu, setup
+from .batches import Member
 from .data import checksum
-from .evaluate import MEASURES, Context, at_chance, evaluate_conditions
+from .evaluate import MEASURES, Context, accuracy_and_loss, at_chance, evaluate_conditions
 from .grid import EvalJob, NadJob, TrainJob
 from .io import (
     ArtifactError,
@@ -37,7 +38,7 @@ from .nads import compute_nads, overlaps_line
 from .provenance import provenance
 from .settings import plain, typed
 from .studies import REGISTRY
-from .train import diverged_epoch, init_seed, train
+from .train import can_stack, diverged_epoch, init_seed, train
 
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
 # config gives a byte-identical summary on CPU
@@ -161,68 +162,99 @@ def train_job(
 ) -> str:
     """Train the model(s) of one cell, one per seed (several seeds: one batched ensemble); save
     each model's weights and its record (settings, per-epoch history, data checksum, where and
-    with which library it ran)."""
+    with which library it ran). With batching on (gpus.batch_cells, nadpipe.batches), a
+    one-seed cell of a stackable model trains together with its stale sibling cells."""
     job = typed(TrainJob, job) if isinstance(job, dict) else job
+    backend = backend or Backend.from_env()
     device = setup(backend)
-    all_splits, _ = _build_data(job.study, job.data, nads_path, job.nads)
-    sums = [checksum(s) for s in all_splits]
-    xs = torch.stack([s["train"][0] for s in all_splits]).to(device)  # (seeds, n, C, H, W)
-    ys = torch.stack([s["train"][1] for s in all_splits]).to(device)
-    nets = []
-    for seed in job.seeds:
-        init_seed(seed, *job.stream)
-        nets.append(models.build(job.model).to(device))
-    orders = [derive_seed("order", seed, *job.stream) for seed in job.seeds]
+    size = backend.batch_size(device)
+    name = f"{job.study} {job.arch} {job.variant} seeds={list(job.seeds)}"
+
+    def run(members: list[Member], checkpoint: str) -> None:
+        _train(members, nads_path, device, backend, checkpoint)
+
+    if size > 1 and len(job.seeds) == 1 and can_stack(models.build(job.model)):
+        how = batches.train_cell(job, model_outs[0], record_outs[0], size, run)
+    else:
+        outs = zip(model_outs, record_outs, strict=True)
+        run([Member(job, k, m, r) for k, (m, r) in enumerate(outs)], f"{model_outs[0]}.ckpt")
+        how = f"on {device}"  # the checkpoint is not a declared output: kept after a kill
+    ends = "; ".join(_outcome_line(load_json(r)) for r in record_outs)
+    return f"train {name}: {ends} ({how})"
+
+
+def _outcome_line(record: dict) -> str:
+    end = record["history"][-1]
+    line = (
+        f"train loss {end['loss']:.4f}, train accuracy {end['train_accuracy']:.3f}, "
+        f"test accuracy {record['test_accuracy']:.3f}"
+    )
+    return line + (f", DIVERGED in epoch {record['diverged_epoch']}" if record["diverged"] else "")
+
+
+def _train(
+    members: list[Member], nads_path: str | None, device, backend: Backend, checkpoint: str
+) -> None:
+    """Train `members` (cells' seeds that share a model and a protocol) as one ensemble; write
+    each one's weights and record, and say each one's final loss and accuracies."""
+    first = members[0].job
+    splits, _ = _build_data(first.study, [m.job.data[m.index] for m in members], nads_path,
+                            first.nads)  # fmt: skip
+    sums = [checksum(s) for s in splits]
+    xs = torch.stack([s["train"][0] for s in splits]).to(device)  # (members, n, C, H, W)
+    ys = torch.stack([s["train"][1] for s in splits]).to(device)
+    nets, orders = [], []
+    for m in members:
+        seed = m.job.seeds[m.index]
+        init_seed(seed, *m.job.stream)
+        nets.append(models.build(m.job.model).to(device))
+        orders.append(derive_seed("order", seed, *m.job.stream))
     fingerprint = {
         "data": sums,
-        "model": plain(job.model),
-        "train": plain(job.train),
+        "model": plain(first.model),
+        "train": plain(first.train),
         "seeds": {
-            "init": [derive_seed("init", s, *job.stream) for s in job.seeds],
+            "init": [derive_seed("init", m.job.seeds[m.index], *m.job.stream) for m in members],
             "order": orders,
         },
         "provenance": provenance(),
     }
-    name = f"{job.study} {job.arch} {job.variant} seeds={list(job.seeds)}"
-    say(f"train {name} on {device}: {len(xs[0])} samples, {job.train}")
-    ckpt = f"{model_outs[0]}.ckpt"  # not a declared output: Snakemake keeps it after a kill
+    say(f"train {len(members)} model(s) on {device}: {len(xs[0])} samples, {first.train}")
     start = time.perf_counter()
-    histories = train(nets, xs, ys, job.train, orders, ckpt, fingerprint)
+    histories = train(nets, xs, ys, first.train, orders, checkpoint, fingerprint)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
-    diverged = []
-    for k, (net, history) in enumerate(zip(nets, histories, strict=True)):
+    for m, net, history, split, digest in zip(members, nets, histories, splits, sums, strict=True):
         at = diverged_epoch(history)
-        diverged.append(at)
-        save_torch(net.state_dict(), model_outs[k])
+        x_test, y_test = (t.to(device) for t in split["test"])
+        test_acc = float("nan") if at else accuracy_and_loss(net, x_test, y_test)[0]
+        save_torch(net.state_dict(), m.model)
         save_json(
             {
-                "study": job.study,
-                "arch": job.arch,
-                "variant": job.variant,
-                "seed": job.seeds[k],
-                "model": plain(job.model),
-                "train": plain(job.train),
-                "data": dict(job.data[k].settings),
-                "data_sha256": sums[k],
+                "study": m.job.study,
+                "arch": m.job.arch,
+                "variant": m.job.variant,
+                "seed": m.job.seeds[m.index],
+                "model": plain(m.job.model),
+                "train": plain(m.job.train),
+                "data": dict(m.job.data[m.index].settings),
+                "data_sha256": digest,
                 "history": history,
+                "test_accuracy": test_acc,
                 "diverged": at is not None,
                 "diverged_epoch": at,
-                "trained_with_seeds": len(nets),
+                "trained_with_seeds": len(m.job.seeds),
+                "trained_together": len(members),
+                "cell_key": batches.cell_key(m.job) if len(m.job.seeds) == 1 else None,
                 "train_seconds": seconds,
                 **facts(device, backend),
                 **run_facts(),
                 "provenance": provenance(),
             },
-            record_outs[k],
+            m.record,
         )
-    for leftover in glob.glob(glob.escape(ckpt) + "*"):  # the outputs are complete
+        say(f"{m.name}: {_outcome_line(load_json(m.record))}, {seconds:.1f} s/model")
+    for leftover in glob.glob(glob.escape(checkpoint) + "*"):  # the outputs are complete
         os.remove(leftover)
-    losses = " ".join(f"{h[-1]['loss']:.4f}" for h in histories)
-    accs = " ".join(f"{h[-1]['train_accuracy']:.3f}" for h in histories)
-    div = sum(a is not None for a in diverged)
-    return f"train {name}: loss {losses}, train acc {accs}, {seconds:.1f}s/model on {device}" + (
-        f", {div} DIVERGED" if div else ""
-    )
 
 
 # -- evaluation -------------------------------------------------------------------------------

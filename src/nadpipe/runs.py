@@ -81,6 +81,11 @@ class RunInProgress(RuntimeError):
     """Another Snakemake run is executing jobs in this directory."""
 
 
+def executing(dryrun: bool, argv: list[str] | None = None) -> bool:
+    """Whether this Snakemake process will run jobs (not a dry run, report, unlock, ...)."""
+    return not dryrun and executes(sys.argv if argv is None else argv)
+
+
 def executes(argv: list[str]) -> bool:
     """Whether a Snakemake command line runs jobs (not a dry run, report, unlock, lint, ...)."""
     return not any(a.split("=")[0] in NOT_EXECUTING for a in argv[1:])
@@ -196,7 +201,7 @@ def start(dryrun: bool, warm: bool = True, argv: list[str] | None = None) -> lis
     argv = sys.argv if argv is None else argv
     os.environ[RUN_ENV] = json.dumps(run_options(argv))
     found = []
-    if not dryrun and executes(argv):
+    if executing(dryrun, argv):
         last = take_lock()
         killed = killed_run_message(last)
         if killed:

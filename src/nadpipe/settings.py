@@ -267,11 +267,14 @@ class GpuSettings:
     cudnn_benchmark: bool = True  # cuDNN picks the fastest convolution algorithms
     deterministic: bool = False  # deterministic CUDA algorithms: bit-equal reruns and resumes
     tf32: bool = False  # TF32 float32 matmuls and convolutions on CUDA (faster, 10-bit mantissa)
+    batch_cells: int | None = None  # grid cells trained together; None: 64 on a GPU, 1 on a CPU
 
     def backend(self):  # -> nadpipe.backend.Backend
         from .backend import Backend
 
-        return Backend(self.device, self.deterministic, self.tf32, self.cudnn_benchmark)
+        return Backend(
+            self.device, self.deterministic, self.tf32, self.cudnn_benchmark, self.batch_cells
+        )
 
 
 @dataclass(frozen=True)

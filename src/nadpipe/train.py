@@ -298,8 +298,9 @@ def train(
             who = "" if m == 1 else f"seed {k}: "
             if progress:
                 say(
-                    f"{who}epoch {row['epoch']}/{settings.epochs} loss {row['loss']:.4f} "
-                    f"acc {row['train_accuracy']:.4f} lr {lr:.4f} ({row['seconds']:.2f}s)"
+                    f"{who}epoch {row['epoch']}/{settings.epochs}: train loss {row['loss']:.4f}, "
+                    f"train accuracy {row['train_accuracy']:.4f}, lr {lr:.4f} "
+                    f"({row['seconds']:.2f}s)"
                 )
             if not math.isfinite(row["loss"]):
                 msg = f"{who}training diverged: loss {row['loss']} in epoch {row['epoch']}"

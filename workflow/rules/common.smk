@@ -10,7 +10,7 @@ from snakemake.logging import logger
 from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
-from nadpipe import backend, runs, slots
+from nadpipe import backend, batches, runs, slots
 from nadpipe.log import WARNING
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, VARIANT_PATTERN
@@ -25,10 +25,11 @@ if workflow.is_main_process:  # not in a job Snakemake starts elsewhere (SLURM)
         workflow.output_settings.dryrun,
         warm=not workflow.deployment_settings.deployment_method,  # jobs in this environment
     )
-    if not workflow.output_settings.dryrun:
+    if runs.executing(workflow.output_settings.dryrun):
         runs.summarise_at_exit(
             PLAN.final_outputs, WARNINGS, workflow.logger_manager.get_logfile
         )
+        batches.write_manifests(PLAN.train_cells())  # the cells that can train together
 for message in WARNINGS:
     logger.warning(f"{WARNING} {message}")
 

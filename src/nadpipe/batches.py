@@ -1,0 +1,150 @@
+"""Grid cells trained together. On a GPU one small model per job leaves the device idle, so the
+cells of a study that share a model, a protocol and the shape of their data train as one vmapped
+ensemble (models with batch norm, which vmap cannot stack, train alone).
+
+Each cell stays its own Snakemake job: its own artifacts, log, staleness and rerun, its own
+SLURM job. The batching happens when the jobs run:
+- the main process writes, per batch key, the cells that share it (`write_manifests`);
+- the first job of a key to start takes the key's lock and trains its own cell together with
+  every sibling whose result is missing or stale (its record was made for another spec), up to
+  gpus.batch_cells; each sibling's weights and record go to a cache (`CACHE`, one folder per
+  cell, named by everything its result depends on);
+- a sibling's own job, when Snakemake starts it, takes the lock, finds its result in the cache
+  and moves it to its outputs. A job without a cached result (Snakemake reruns it for a reason
+  the leader could not see, e.g. --forcerun) leads a batch of its own.
+So a changed setting retrains the cells it touches, and only those; a killed batch resumes from
+its checkpoint when its jobs run again; each member's divergence is its own. The results equal
+training each cell alone up to float rounding (tests/test_batches.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .log import say
+from .settings import plain
+
+ROOT = ".nadpipe/batches"  # manifests and locks, per batch key
+CACHE = ".nadpipe/trained"  # results trained ahead for their own jobs, per cell
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model to train: seed `index` of the cell `job`, and where its weights and record go."""
+
+    job: object  # nadpipe.grid.TrainJob
+    index: int
+    model: str
+    record: str
+
+    @property
+    def name(self) -> str:
+        j = self.job
+        return f"{j.arch} {j.variant} s{j.seeds[self.index]}"
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def batch_key(job) -> str:
+    """What cells that can train together share: everything but the variant and the seed."""
+    data = [{k: v for k, v in plain(d).items() if k not in ("variant", "seed")} for d in job.data]
+    return _digest([job.study, job.arch, plain(job.model), plain(job.train), plain(job.nads), data])
+
+
+def cell_key(job) -> str:
+    """Everything a cell's trained model depends on, the library source included."""
+    from .provenance import source_hash
+
+    return _digest([plain(job), source_hash()])
+
+
+def write_manifests(entries: list[tuple[object, str, str]], root: str = ROOT) -> None:
+    """Per batch key, the cells (train job, model path, record path) that share it; written by
+    the main process before any job runs."""
+    from .io import save_json
+
+    by_key: dict[str, list] = {}
+    for job, model, record in entries:
+        by_key.setdefault(batch_key(job), []).append(
+            {"job": plain(job), "model": model, "record": record}
+        )
+    for key, cells in by_key.items():
+        save_json(cells, os.path.join(root, f"{key}.json"))
+
+
+@contextlib.contextmanager
+def _locked(key: str, root: str) -> Iterator[None]:
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, f"{key}.lock"), "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # waits while another job of this batch trains it
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _cached(job, cache: str) -> tuple[str, str]:
+    folder = os.path.join(cache, cell_key(job))
+    return os.path.join(folder, "model.pt"), os.path.join(folder, "record.json")
+
+
+def _stale(cell: dict, job) -> bool:
+    """Whether a sibling's result on disk is missing or was made for another spec."""
+    from .io import load_json
+
+    if not (os.path.exists(cell["model"]) and os.path.exists(cell["record"])):
+        return True
+    try:
+        return load_json(cell["record"]).get("cell_key") != cell_key(job)
+    except Exception:  # noqa: BLE001 -- unreadable: its job will say so; train it anew
+        return True
+
+
+def train_cell(
+    job,
+    model: str,
+    record: str,
+    size: int,
+    train: Callable[[list[Member], str], None],
+    root: str = ROOT,
+    cache: str = CACHE,
+) -> str:
+    """Bring the cell `job` (one seed) to its outputs: its result trained ahead by a sibling's
+    job, else trained now with up to `size` - 1 stale siblings by `train(members, checkpoint)`.
+    Returns what happened, in a line."""
+    from .grid import TrainJob
+    from .settings import typed
+
+    key = batch_key(job)
+    with _locked(key, root):
+        own = _cached(job, cache)
+        if os.path.exists(own[1]):
+            os.replace(own[0], model)
+            os.replace(own[1], record)
+            os.rmdir(os.path.dirname(own[0]))
+            return f"trained ahead in a batch by a sibling's job; moved to {model}"
+        path = os.path.join(root, f"{key}.json")
+        cells = json.load(open(path)) if os.path.exists(path) else []
+        members, room = [], size - 1
+        for cell in cells:  # in the manifest's order, whichever job leads: the same batch
+            other = typed(TrainJob, cell["job"])
+            if other == job:
+                members.append(Member(job, 0, model, record))
+            elif room and not os.path.exists(_cached(other, cache)[1]) and _stale(cell, other):
+                members.append(Member(other, 0, *_cached(other, cache)))
+                room -= 1
+        if not any(m.job == job for m in members):  # not in the manifest (run outside it)
+            members.insert(0, Member(job, 0, model, record))
+        names = ", ".join(m.name for m in members)
+        say(f"training {len(members)} cell(s) together (batch {key}): {names}")
+        checkpoint = os.path.join(root, f"{key}-{_digest([m.name for m in members])}.ckpt")
+        train(members, checkpoint)
+        return f"trained with {len(members) - 1} sibling cell(s) in one batch"

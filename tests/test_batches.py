@@ -1,0 +1,140 @@
+"""Grid cells trained together (nadpipe.batches): the first job of a batch trains its stale
+siblings with it; each sibling's job then claims its result; the results equal training each
+cell alone up to float rounding; a killed batch resumes."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import SCHEMA
+
+from nadpipe import batches
+from nadpipe import config as nc
+from nadpipe.backend import ENV, Backend
+from nadpipe.grid import Plan
+from nadpipe.io import load_torch
+from nadpipe.jobs import train_job
+
+CONFIG = {
+    "nad_pairs": {"enabled": False},
+    "fourier": {  # no NADs needed: four cells of one protocol
+        "enabled": True,
+        "architectures": ["mlp", "lenet"],
+        "size": 2,
+        "n_train": 600,
+        "n_test": 200,
+        "train": {"epochs": 3, "batch_size": 64},
+    },
+    "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}},
+}
+
+
+@pytest.fixture
+def plan(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the manifests, locks and cache live under .nadpipe/
+    p = Plan(nc.load_config(CONFIG, SCHEMA)[0])
+    batches.write_manifests(p.train_cells())
+    return p
+
+
+def _train(plan, arch, variant, size, out):
+    job = plan.train_job("fourier", arch, variant, (0,))
+    model, record = str(out / f"{arch}_{variant}.pt"), str(out / f"{arch}_{variant}.json")
+    said = train_job(job, None, [model], [record], Backend(device="cpu", batch_cells=size))
+    return said, load_torch(model), json.load(open(record))
+
+
+def test_siblings_train_together_and_equal_cells_trained_alone(plan, tmp_path):
+    cells = [c.variant for c in plan.cells("fourier") if c.arch == "mlp"]
+    assert cells == ["f0_0", "f0_1", "f1_0", "f1_1"]
+    alone = {v: _train(plan, "mlp", v, 1, tmp_path / "alone") for v in cells}
+    assert all(r["trained_together"] == 1 for _, _, r in alone.values())
+    out = tmp_path / "batched"
+    said, first, record = _train(plan, "mlp", "f0_1", 4, out)  # the first job leads
+    assert "trained with 3 sibling cell(s) in one batch" in said
+    assert record["trained_together"] == 4
+    cached = list((tmp_path / batches.CACHE).iterdir())
+    assert len(cached) == 3  # the siblings' results wait for their own jobs
+    results = {"f0_1": (said, first, record)}
+    for v in cells:
+        if v != "f0_1":
+            results[v] = _train(plan, "mlp", v, 4, out)
+            assert f"moved to {out / f'mlp_{v}.pt'})" in results[v][0]  # claimed
+        said, weights, record = results[v]
+        ref = alone[v][1]
+        for name in ref:  # one optimizer over stacked parameters = the members' side by side
+            torch.testing.assert_close(weights[name], ref[name], rtol=1e-4, atol=1e-5)
+        h = [x for e in record["history"] for x in (e["loss"], e["train_accuracy"])]
+        h_alone = [x for e in alone[v][2]["history"] for x in (e["loss"], e["train_accuracy"])]
+        assert h == pytest.approx(h_alone, rel=1e-4)
+        assert (
+            record["cell_key"]
+            == alone[v][2]["cell_key"]
+            == batches.cell_key(plan.train_job("fourier", "mlp", v, (0,)))
+        )
+    assert not list((tmp_path / batches.CACHE).iterdir())  # every result claimed
+
+
+def test_only_stale_siblings_join_a_batch(plan, tmp_path):
+    out = tmp_path / "r"
+    for v in ("f0_0", "f1_1"):  # two cells done, and up to date, before the batch
+        _train(plan, "lenet", v, 1, out)
+    # the manifest names the workflow's paths; point them to where this test wrote
+    key = batches.batch_key(plan.train_job("fourier", "lenet", "f0_0", (0,)))
+    manifest = tmp_path / batches.ROOT / f"{key}.json"
+    cells = json.loads(manifest.read_text())
+    for cell in cells:
+        v = cell["job"]["variant"]
+        cell["model"], cell["record"] = str(out / f"lenet_{v}.pt"), str(out / f"lenet_{v}.json")
+    manifest.write_text(json.dumps(cells))
+    said, _, record = _train(plan, "lenet", "f0_1", 8, out)
+    assert record["trained_together"] == 2  # f0_1 and f1_0; not the two up to date
+    assert "trained with 1 sibling cell(s)" in said
+
+
+JOB = """
+import pickle, sys
+from nadpipe.jobs import train_job
+train_job(*pickle.load(open(sys.argv[1], "rb")))
+"""
+
+
+def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path):
+    job = plan.train_job("fourier", "mlp", "f0_0", (0,))
+    job = type(job)(**{**job.__dict__, "train": type(job.train)(
+        **{**job.train.__dict__, "epochs": 30})})  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", ENV: Backend(device="cpu", batch_cells=4).to_env()}
+
+    def start(run):
+        (tmp_path / run).mkdir()
+        outs = [str(tmp_path / run / "m.pt")], [str(tmp_path / run / "m.json")]
+        (tmp_path / f"{run}.pkl").write_bytes(pickle.dumps((job, None, *outs)))
+        cmd = [sys.executable, "-c", JOB, str(tmp_path / f"{run}.pkl")]
+        return subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+    # the manifest lists the 3-epoch jobs: give this job's batch its own (one cell) manifest
+    batches.write_manifests([(job, "m.pt", "m.json")])
+    proc = start("killed")
+    ckpts = lambda: list((tmp_path / batches.ROOT).glob("*.ckpt"))  # noqa: E731
+    deadline = time.time() + 120
+    while not (ckpts() and load_torch(ckpts()[0])["done"] >= 3) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 3 <= load_torch(ckpts()[0])["done"] < 30
+    os.rename(tmp_path / "killed", tmp_path / "killed_old")
+    resumed = start("killed")
+    out, _ = resumed.communicate()
+    assert resumed.returncode == 0 and "resuming from" in out, out
+    assert not ckpts()  # removed once the outputs were written
+    whole = start("whole")
+    whole.communicate()
+    a, b = load_torch(tmp_path / "killed/m.pt"), load_torch(tmp_path / "whole/m.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
