@@ -223,7 +223,8 @@ def job_warnings(since: float, root: str = "logs") -> list[str]:
         with open(path, errors="replace") as f:
             for line in f:
                 if WARNING in line:
-                    out.append(f"{line.split(WARNING, 1)[1].strip()} ({path})")
+                    shown = os.path.relpath(path, os.path.dirname(os.path.abspath(root)))
+                    out.append(f"{line.split(WARNING, 1)[1].strip()} ({shown})")
     return list(dict.fromkeys(out))
 
 
@@ -245,12 +246,12 @@ def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
     return "\n".join(lines)
 
 
-def up_to_date(outputs: list[str], warnings: list[str]) -> str:
+def up_to_date(outputs: list[str], warnings: list[str], logs: str = "logs") -> str:
     """What a run says when every result was already up to date (Snakemake then ends without
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
-    found = list(dict.fromkeys([*warnings, *job_warnings(0.0)]))
+    found = list(dict.fromkeys([*warnings, *job_warnings(0.0, logs)]))
     if found:
         lines.append(f"Warnings that stand for these results ({len(found)}):")
         lines += [f"  - {w}" for w in found]
@@ -263,10 +264,12 @@ def summarise_at_exit(
     """When this run ends without its end-of-run summary (Snakemake found nothing to do), say
     `up_to_date` on stderr and in Snakemake's log file."""
 
+    logs = os.path.abspath("logs")  # Snakemake may have left the working directory by then
+
     def at_exit() -> None:
         if _ended:
             return
-        text = up_to_date(outputs(), warnings)
+        text = up_to_date(outputs(), warnings, logs)
         print(text, file=sys.stderr, flush=True)
         for path in logfiles():
             with contextlib.suppress(OSError), open(path, "a") as f:

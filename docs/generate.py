@@ -1,0 +1,299 @@
+"""Writes the documentation's generated pages: every config key (keys.md) and every bad input
+with what it says (bad-inputs.md), from the schema, nadpipe.settings and by running each input.
+
+    python3 docs/generate.py          # rewrite the pages
+    python3 docs/generate.py --check  # exit 1 when a page is not what it would write
+
+tests/test_docs.py checks that the committed pages are up to date and that the site builds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+DOCS = Path(__file__).resolve().parent
+REPO = DOCS.parent
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+STUDY = "/home/you/study"  # the working directory as the pages show it
+
+USER_NETS = """
+import torch
+from torch import nn
+
+class Pair(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.lin = nn.Linear(c * 1024, k)
+    def forward(self, x):
+        out = self.lin(x.flatten(1))
+        return out, out
+
+def tuple_out(in_channels, num_classes):
+    return Pair(in_channels, num_classes)
+
+def rgb_only(in_channels, num_classes):
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(num_classes))
+
+class Raises(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+    def forward(self, x):
+        raise TypeError("boom in forward")
+
+def raises_in_forward(in_channels, num_classes):
+    return Raises()
+
+def not_a_module(in_channels, num_classes):
+    return "a string"
+
+def frozen(in_channels, num_classes):
+    net = nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, num_classes))
+    for p in net.parameters():
+        p.requires_grad_(False)
+    return net
+
+class Overflows(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.lin = nn.Linear(c * 1024, k)
+    def forward(self, x):
+        return self.lin(x.flatten(1)) * float("inf")
+
+def not_finite(in_channels, num_classes):
+    return Overflows(in_channels, num_classes)
+
+def widths(in_channels, num_classes, width=8):
+    if width < 1:
+        raise ValueError(f"width must be positive, got {width}")
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, width),
+                         nn.Linear(width, num_classes))
+"""
+
+PAIRS = ["nad_pairs"]
+MINE = {"nad_pairs": {"architectures": ["mine"]}}
+
+# (what, change merged over the default config.yaml): each stops before any job
+CONFIG = [
+    ("a typo in a key", {"nad_pairs": {"epsilon1": 1.0}}),
+    ("unknown architecture", {"nad_pairs": {"architectures": ["mlp", "resnet"]}}),
+    ("an architecture name no file path can hold", {"nad_pairs": {"architectures": ["a/b"]}}),
+    ("`.nan`, `.inf` where a number is expected", {"nad_pairs": {"eps1": float("nan")}}),
+    ("a whole-number float where an integer is expected", {"nad_pairs": {"train": {"epochs": 10.0}}}),
+    ("a number written as text", {"nad_pairs": {"train": {"weight_decay": "1e-5"}}}),
+    ("ε or σ ≤ 0", {"nad_pairs": {"eps1": 0}}),
+    ("empty or duplicate lists", {"nad_pairs": {"indices": [0, 5, 5]}}),
+    ("a key that takes one of two kinds of values", {"gpus": {"slots": -1}}),
+    ("the same, a list of pairs", {"analysis": {"cross_section": {"pairs": [[1]]}}}),
+    ("too few networks for the split-half diagnostic", {"nads": {"n_networks": 2}}),
+    ("NAD index past the last NAD", {"nad_pairs": {"indices": [0, 1024]}}),
+    ("poisoned index past the last NAD but one",
+     {"nad_pairs": {"enabled": False}, "poison": {"enabled": True, "indices": [1023]},
+      "cifar10": {"root": "cifar"}}),  # fmt: skip
+    ("a Fourier grid larger than the image",
+     {"fourier": {"enabled": True, "architectures": ["lenet"], "size": 33}}),
+    ("`nads_from` chains",
+     {"architectures": {"lenet": {"nads_from": "mlp"}, "mlp": {"nads_from": "lenet_nopool"}}}),
+    ("NAD settings on an architecture that takes its NADs from another",
+     {"architectures": {"lenet": {"nads_from": "mlp", "nads": {"n_networks": 50}}}}),
+    ("user model that does not import", {"architectures": {"mine": {"model": "missing_pkg:net"}}}),
+    ("user model that returns a tuple", {"architectures": {"mine": {"model": "user_nets:tuple_out"}}}),
+    ("user model that raises inside forward",
+     {"architectures": {"mine": {"model": "user_nets:raises_in_forward"}}}),
+    ("user model that needs other input channels",
+     {"architectures": {"mine": {"model": "user_nets:rgb_only"}}}),
+    ("user builder that returns no module",
+     {"architectures": {"mine": {"model": "user_nets:not_a_module"}}}),
+    ("user model with no trainable parameter",
+     {"architectures": {"mine": {"model": "user_nets:frozen"}}}),
+    ("user model whose outputs are not finite",
+     {"architectures": {"mine": {"model": "user_nets:not_finite"}}}),
+    ("model kwargs the builder does not take",
+     {"architectures": {"mine": {"model": "mlp", "kwargs": {"depth": 3}}}}),
+    ("a kwargs value the builder fails on",
+     {"architectures": {"mine": {"model": "user_nets:widths", "kwargs": {"width": 0}}}}),
+    ("an input shape above 4 096 coordinates without `top_k`",
+     {"architectures": {"lenet": {"shape": [3, 64, 64]}}, "nad_pairs": {"architectures": ["lenet"]}}),
+    ("a model that cannot take the shape",
+     {"architectures": {"vgg11": {"shape": [1, 28, 28]}}, "nad_pairs": {"architectures": ["vgg11"]}}),
+    ("a NAD file with NADs as columns", {"architectures": {"lenet": {"nads_file": "cols.npy"}}}),
+    ("a NAD file whose rows are not orthonormal",
+     {"architectures": {"lenet": {"nads_file": "scaled.npy"}}}),
+    ("a NAD band past the last NAD",
+     {"analysis": {"nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1024]]}}}),
+    ("cross-section pair not in the grid", {"analysis": {"cross_section": {"pairs": [[0, 10], [10, 11]]}}}),
+    ("a CIFAR study enabled, CIFAR-10 missing",
+     {"nad_pairs": {"enabled": False}, "cifar_nad": {"enabled": True}}),
+]  # fmt: skip
+for _, change in CONFIG:  # the user models run in the pair study
+    if "mine" in change.get("architectures", {}):
+        change.setdefault("nad_pairs", {})["architectures"] = ["mine"]
+
+WARNINGS = [
+    ("NAD index at or past the covariance rank",
+     {"nads": {"n_networks": 300}, "nad_pairs": {"indices": [0, 299, 1000]}}),
+    ("per-architecture training for an architecture not in the study",
+     {"nad_pairs": {"train_per_arch": {"resnet18": {"epochs": 3}}}}),
+    ("a dipole setting with the gradient estimator", {"nads": {"estimator": "gradient", "step": 10.0}}),
+]  # fmt: skip
+
+# `nadpipe nads` arguments, each refused before any work
+COMMAND = [
+    ("too few networks", ["--n-networks", "5"]),
+    ("no evaluation point", ["--n-points", "0"]),
+    ("no NAD asked for", ["--top-k", "0"]),
+    ("more NADs than coordinates", ["--top-k", "2000"]),
+    ("a step of 0", ["--step", "0"]),
+    ("a step that is not a number", ["--step", "nan"]),
+    ("an input larger than a full covariance allows", ["--shape", "3,64,64"]),
+    ("an unknown model", ["--model", "resnet"]),
+    ("kwargs the builder does not take", ["--kwargs", '{"depth": 2}']),
+    ("CUDA on a machine without it", ["--device", "cuda"]),
+    ("an output of another kind", ["--out", "lenet.txt"]),
+    ("an output nobody can write", ["--out", "/proc/lenet.npy"]),
+]
+
+
+def _merged(change: dict) -> dict:
+    from snakemake.utils import update_config
+
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(cfg, change)
+    return cfg
+
+
+def _clean(text: str, here: str) -> str:
+    """A message as the page shows it: the working directory as STUDY, torch's own wording and
+    this machine's versions left out (they change with torch, not with nadpipe)."""
+    import torch
+
+    text = text.replace(here, STUDY)
+    text = re.sub(r"(inside forward \(eval mode\) on an input of shape \([\d, ]+\)): .*", r"\1: …", text)
+    text = text.replace(torch.__version__, "X").replace(str(torch.version.cuda), "Y")
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _workdir() -> str:
+    here = tempfile.mkdtemp(prefix="nadpipe-docs-")
+    Path(here, "user_nets.py").write_text(USER_NETS)
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0]
+    np.save(Path(here, "cols.npy"), q[:, :10])
+    np.save(Path(here, "scaled.npy"), 3 * q.T[:10])
+    return here
+
+
+def config_messages() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(what, message) of each bad config, and of each setting that is warned about."""
+    from nadpipe import config as nc
+
+    here = _workdir()
+    old, errors, warnings = os.getcwd(), [], []
+    os.chdir(here)
+    sys.path.insert(0, here)
+    try:
+        for what, change in CONFIG:
+            try:
+                nc.load_config(_merged(change), SCHEMA)
+            except nc.ConfigError as e:
+                errors.append((what, _clean(str(e).removeprefix("invalid config:"), here)))
+            else:
+                raise AssertionError(f"accepted: {what}")
+        for what, change in WARNINGS:
+            found = nc.load_config(_merged(change), SCHEMA)[1]
+            assert found, f"no warning: {what}"
+            warnings.append((what, _clean(found[0], here)))
+    finally:
+        os.chdir(old)
+        sys.path.remove(here)
+    return errors, warnings
+
+
+def command_messages() -> list[tuple[str, str]]:
+    from nadpipe import cli
+
+    out = []
+    for what, args in COMMAND:
+        argv = ["nads", "--model", "lenet", "--n-networks", "40", "--out", "lenet.npy", *args]
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+            code = cli.main(argv)
+            assert code == 2, f"not refused: {what}"
+        line = err.getvalue().strip().splitlines()[-1]
+        out.append((f"{what}: `{' '.join(args)}`", _clean(line, os.getcwd())))
+    return out
+
+
+def _table(rows: list[tuple[str, str]], head: str) -> str:
+    lines = [f"| {head} | message |", "| --- | --- |"]
+    return "\n".join(lines + [f"| {what} | `{message}` |" for what, message in rows]) + "\n"
+
+
+def keys_page() -> str:
+    from nadpipe.config import reference_table
+
+    return (
+        "# Every config key\n\n"
+        "`config.yaml` states only what makes the default study CPU-sized; every other key takes "
+        "its default from `src/nadpipe/settings.py` (the papers' values), the one place defaults "
+        "live. `results/config.yaml` holds the config a run used, every default filled in. A file "
+        "given with `--configfile` is merged over `config.yaml` (mappings key by key, lists "
+        "replace). This page is generated from the schema (`workflow/schemas/config.schema.yaml`, "
+        "the meanings) and the settings (the defaults) by `python3 docs/generate.py`; "
+        "`nadpipe config` prints the same table.\n\n" + reference_table(SCHEMA)
+    )
+
+
+def bad_inputs_page() -> str:
+    errors, warnings = config_messages()
+    return (
+        "# Every bad input and what it says\n\n"
+        "Generated by `python3 docs/generate.py`, which runs each input and writes what nadpipe "
+        "said (the working directory shown as `/home/you/study`, torch's own wording as …).\n\n"
+        "## A config that cannot mean anything\n\n"
+        "It stops the run before any job, naming the key:\n\n"
+        + _table(errors, "bad input")
+        + "\nA YAML syntax error in `config.yaml` names the file, the line and the column "
+        "(`config.yaml, line 3, column 8: not valid YAML: expected ',' or ']', …`). One in a "
+        "file given with `--configfile` gets Snakemake's own message, which names neither: "
+        "Snakemake reads those files in its command line, before any workflow code runs.\n\n"
+        "## Settings that change nothing\n\n"
+        "They are warned about at the start of the run and again at its end:\n\n"
+        + _table(warnings, "given")
+        + "\n## `nadpipe nads` arguments\n\n"
+        "Every argument is checked before any work, the message naming the flag (exit status "
+        "2):\n\n" + _table(command_messages(), "argument")
+        + "\nWhat a run says when something goes wrong while it runs (a corrupt or replaced "
+        "file, a killed run, a second run): [what you can trust](trust.md).\n"
+    )
+
+
+PAGES = {"keys.md": keys_page, "bad-inputs.md": bad_inputs_page}
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for name, page in PAGES.items():
+        text = page()
+        path = DOCS / name
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"stale: {', '.join(stale)}; regenerate with: python3 docs/generate.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
