@@ -1,6 +1,7 @@
 """The real Snakemake DAG end to end on a micro config: the results, what a config change
 re-plans, and what a user is told (and what happens when they do it) when something is off."""
 
+import contextlib
 import json
 import os
 import re
@@ -471,8 +472,11 @@ def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishe
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def running_job() -> bool:  # a job script of this run has started (Snakemake holds its lock)
-        kids = psutil.Process(proc.pid).children(recursive=True)
-        return any(".snakemake/scripts" in " ".join(k.cmdline()) for k in kids)
+        for kid in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # a child that has just ended
+                if ".snakemake/scripts" in " ".join(kid.cmdline()):
+                    return True
+        return False
 
     deadline = time.time() + 90
     while not running_job() and time.time() < deadline:
