@@ -29,7 +29,10 @@ CONFIG = {
         "size": 2,
         "n_train": 600,
         "n_test": 200,
-        "train": {"epochs": 3, "batch_size": 64},
+        # ten steps: the same computation up to float rounding. (Longer, on tasks at the edge
+        # of what a model learns, rounding differences grow as in any two float-different runs:
+        # momentum SGD there is chaotic.)
+        "train": {"epochs": 1, "batch_size": 64},
     },
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}},
 }
@@ -50,13 +53,14 @@ def _train(plan, arch, variant, size, out):
     return said, load_torch(model), json.load(open(record))
 
 
-def test_siblings_train_together_and_equal_cells_trained_alone(plan, tmp_path):
-    cells = [c.variant for c in plan.cells("fourier") if c.arch == "mlp"]
+@pytest.mark.parametrize("arch", ["mlp", "lenet"])
+def test_siblings_train_together_and_equal_cells_trained_alone(plan, tmp_path, arch):
+    cells = [c.variant for c in plan.cells("fourier") if c.arch == arch]
     assert cells == ["f0_0", "f0_1", "f1_0", "f1_1"]
-    alone = {v: _train(plan, "mlp", v, 1, tmp_path / "alone") for v in cells}
+    alone = {v: _train(plan, arch, v, 1, tmp_path / "alone") for v in cells}
     assert all(r["trained_together"] == 1 for _, _, r in alone.values())
     out = tmp_path / "batched"
-    said, first, record = _train(plan, "mlp", "f0_1", 4, out)  # the first job leads
+    said, first, record = _train(plan, arch, "f0_1", 4, out)  # the first job leads
     assert "trained with 3 sibling cell(s) in one batch" in said
     assert record["trained_together"] == 4
     cached = list((tmp_path / batches.CACHE).iterdir())
@@ -64,19 +68,19 @@ def test_siblings_train_together_and_equal_cells_trained_alone(plan, tmp_path):
     results = {"f0_1": (said, first, record)}
     for v in cells:
         if v != "f0_1":
-            results[v] = _train(plan, "mlp", v, 4, out)
-            assert f"moved to {out / f'mlp_{v}.pt'})" in results[v][0]  # claimed
+            results[v] = _train(plan, arch, v, 4, out)
+            assert f"moved to {out / f'{arch}_{v}.pt'})" in results[v][0]  # claimed
         said, weights, record = results[v]
         ref = alone[v][1]
         for name in ref:  # one optimizer over stacked parameters = the members' side by side
-            torch.testing.assert_close(weights[name], ref[name], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(weights[name], ref[name], rtol=1e-5, atol=1e-6)
         h = [x for e in record["history"] for x in (e["loss"], e["train_accuracy"])]
         h_alone = [x for e in alone[v][2]["history"] for x in (e["loss"], e["train_accuracy"])]
         assert h == pytest.approx(h_alone, rel=1e-4)
         assert (
             record["cell_key"]
             == alone[v][2]["cell_key"]
-            == batches.cell_key(plan.train_job("fourier", "mlp", v, (0,)))
+            == batches.cell_key(plan.train_job("fourier", arch, v, (0,)))
         )
     assert not list((tmp_path / batches.CACHE).iterdir())  # every result claimed
 

@@ -186,7 +186,7 @@ def killed_run_message(last: str, root: str = ".") -> str | None:
         jobs = "none of its jobs is still running; "
     return (
         f"the last run in this directory was killed ({last or 'no record of it'}) and left "
-        f"Snakemake's lock behind, so Snakemake will stop this run. {jobs.capitalize()}run "
+        f"Snakemake's lock behind, so Snakemake will stop this run. {jobs[0].upper()}{jobs[1:]}run "
         f"`{steps[0]}`, then `{steps[1]}` (trainings resume from their checkpoints)."
     )
 
