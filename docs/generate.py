@@ -88,7 +88,8 @@ CONFIG = [
     ("unknown architecture", {"nad_pairs": {"architectures": ["mlp", "resnet"]}}),
     ("an architecture name no file path can hold", {"nad_pairs": {"architectures": ["a/b"]}}),
     ("`.nan`, `.inf` where a number is expected", {"nad_pairs": {"eps1": float("nan")}}),
-    ("a whole-number float where an integer is expected", {"nad_pairs": {"train": {"epochs": 10.0}}}),
+    ("a whole-number float where an integer is expected",
+     {"nad_pairs": {"train": {"epochs": 10.0}}}),
     ("a number written as text", {"nad_pairs": {"train": {"weight_decay": "1e-5"}}}),
     ("ε or σ ≤ 0", {"nad_pairs": {"eps1": 0}}),
     ("empty or duplicate lists", {"nad_pairs": {"indices": [0, 5, 5]}}),
@@ -106,7 +107,8 @@ CONFIG = [
     ("NAD settings on an architecture that takes its NADs from another",
      {"architectures": {"lenet": {"nads_from": "mlp", "nads": {"n_networks": 50}}}}),
     ("user model that does not import", {"architectures": {"mine": {"model": "missing_pkg:net"}}}),
-    ("user model that returns a tuple", {"architectures": {"mine": {"model": "user_nets:tuple_out"}}}),
+    ("user model that returns a tuple",
+     {"architectures": {"mine": {"model": "user_nets:tuple_out"}}}),
     ("user model that raises inside forward",
      {"architectures": {"mine": {"model": "user_nets:raises_in_forward"}}}),
     ("user model that needs other input channels",
@@ -122,15 +124,18 @@ CONFIG = [
     ("a kwargs value the builder fails on",
      {"architectures": {"mine": {"model": "user_nets:widths", "kwargs": {"width": 0}}}}),
     ("an input shape above 4 096 coordinates without `top_k`",
-     {"architectures": {"lenet": {"shape": [3, 64, 64]}}, "nad_pairs": {"architectures": ["lenet"]}}),
+     {"architectures": {"lenet": {"shape": [3, 64, 64]}},
+      "nad_pairs": {"architectures": ["lenet"]}}),
     ("a model that cannot take the shape",
-     {"architectures": {"vgg11": {"shape": [1, 28, 28]}}, "nad_pairs": {"architectures": ["vgg11"]}}),
+     {"architectures": {"vgg11": {"shape": [1, 28, 28]}},
+      "nad_pairs": {"architectures": ["vgg11"]}}),
     ("a NAD file with NADs as columns", {"architectures": {"lenet": {"nads_file": "cols.npy"}}}),
     ("a NAD file whose rows are not orthonormal",
      {"architectures": {"lenet": {"nads_file": "scaled.npy"}}}),
     ("a NAD band past the last NAD",
      {"analysis": {"nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1024]]}}}),
-    ("cross-section pair not in the grid", {"analysis": {"cross_section": {"pairs": [[0, 10], [10, 11]]}}}),
+    ("cross-section pair not in the grid",
+     {"analysis": {"cross_section": {"pairs": [[0, 10], [10, 11]]}}}),
     ("a CIFAR study enabled, CIFAR-10 missing",
      {"nad_pairs": {"enabled": False}, "cifar_nad": {"enabled": True}}),
 ]  # fmt: skip
@@ -143,7 +148,8 @@ WARNINGS = [
      {"nads": {"n_networks": 300}, "nad_pairs": {"indices": [0, 299, 1000]}}),
     ("per-architecture training for an architecture not in the study",
      {"nad_pairs": {"train_per_arch": {"resnet18": {"epochs": 3}}}}),
-    ("a dipole setting with the gradient estimator", {"nads": {"estimator": "gradient", "step": 10.0}}),
+    ("a dipole setting with the gradient estimator",
+     {"nads": {"estimator": "gradient", "step": 10.0}}),
 ]  # fmt: skip
 
 # `nadpipe nads` arguments, each refused before any work
@@ -177,7 +183,8 @@ def _clean(text: str, here: str) -> str:
     import torch
 
     text = text.replace(here, STUDY)
-    text = re.sub(r"(inside forward \(eval mode\) on an input of shape \([\d, ]+\)): .*", r"\1: …", text)
+    shape = r"(inside forward \(eval mode\) on an input of shape \([\d, ]+\)): .*"
+    text = re.sub(shape, r"\1: …", text)
     text = text.replace(torch.__version__, "X").replace(str(torch.version.cuda), "Y")
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -270,7 +277,8 @@ def bad_inputs_page() -> str:
         + _table(warnings, "given")
         + "\n## `nadpipe nads` arguments\n\n"
         "Every argument is checked before any work, the message naming the flag (exit status "
-        "2):\n\n" + _table(command_messages(), "argument")
+        "2):\n\n"
+        + _table(command_messages(), "argument")
         + "\nWhat a run says when something goes wrong while it runs (a corrupt or replaced "
         "file, a killed run, a second run): [what you can trust](trust.md).\n"
     )

@@ -135,7 +135,7 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     tail = console.split("Warnings of this run")[1]
     assert "at or past the rank (47)" in tail and "NADs of lenet: split-half top-10 overlap" in tail
     # the MLP's spectrum is flat: said as such in its log, not a warning (820f241: "not converged")
-    assert "NADs of mlp" not in tail
+    assert "NADs of mlp: split-half top-10" not in tail
     said = (workdir / "logs/nads/plots/nads_mlp.log").read_text()
     assert "NADs of mlp: nearly isotropic: its top eigenvalue is 1." in said
     df = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
@@ -380,7 +380,8 @@ def test_cells_trained_together_equal_cells_trained_alone(run, tmp_path):
         a, b = (json.loads((d / f"results/nad_pairs/models/lenet/{cell}_s0.json").read_text())
                 for d in (tmp_path, workdir))  # fmt: skip
         assert a["history"][0]["loss"] == pytest.approx(b["history"][0]["loss"], rel=1e-4)
-    assert planned(tmp_path, {"gpus": {"batch_cells": 4}}) == {}  # each cell's job is done
+    left = planned(tmp_path, {"gpus": {"batch_cells": 4}})  # the figures were not asked for
+    assert not {"nads", "train", "evaluate", "aggregate"} & set(left)  # each cell's job is done
     assert not list((tmp_path / ".nadpipe/trained").iterdir())  # every result claimed
 
 
