@@ -1,10 +1,14 @@
 """The README's code, run as a reader would run it."""
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import torch
 from conftest import REPO
 
@@ -29,23 +33,51 @@ def test_the_nads_in_python_snippet_runs_as_printed(capsys):
     assert "tensor(" in printed and "10:" in printed
 
 
-def test_your_own_architecture_lines_plan_its_nads_and_trainings(tmp_path):
+def _lines(block_text: str) -> list[list[str]]:
+    """The command lines of a README block, comments dropped, split as a shell splits them."""
+    return [shlex.split(line.split("  #")[0]) for line in block_text.splitlines() if line.strip()]
+
+
+def test_your_own_architecture_lines_run_as_written(tmp_path):
     mynets = block("Put the builder in a file", "python")
     mine = block("name it in the config", "yaml")
     assert mynets.startswith("# mynets.py") and mine.startswith("# mine.yaml")
     (tmp_path / "mynets.py").write_text(mynets)
     (tmp_path / "mine.yaml").write_text(mine)
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    commands = block("and look at what would run", "")
-    dry = commands.splitlines()[0].split("#")[0].split()
+    dry, run = _lines(block("and look at what would run", ""))
     assert dry == ["snakemake", "-n", "--configfile", "mine.yaml"]
-    res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), *dry[1:]],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    assert run == ["snakemake", "--cores", "all", "--configfile", "mine.yaml"]
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+    res = subprocess.run([*snakemake, *dry[1:]], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
     assert jobs["nads"] == "2" and jobs["train"] == "50"  # LeNet's 25 and small_cnn's 25
     assert "results/nads/small_cnn.pt" in res.stdout
+    # the second line at the size the README says: configs/smoke.yaml under mine.yaml
+    assert "the second with `--configfile configs/smoke.yaml mine.yaml`" in README
+    smoke = [*run[:-1], str(REPO / "configs" / "smoke.yaml"), "mine.yaml"]
+    res = subprocess.run([*snakemake, *smoke[1:]], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
+    assert set(df["arch"]) == {"lenet", "small_cnn"} and df["accuracy"].between(0, 1).all()
+
+
+def test_the_command_line_block_runs_as_written(tmp_path):
+    (tmp_path / "mynets.py").write_text(block("Put the builder in a file", "python"))
+    # the published basis it compares with, as the README says where to get it (a stand-in)
+    assert "`NADs/LeNet_NADs.npy` from github.com/LTS4/neural-anisotropy-directions" in README
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0].T
+    np.save(tmp_path / "LeNet_NADs.npy", q.astype(np.float32))
+    lines = _lines(block("**From the command line**", ""))
+    assert [line[:2] for line in lines] == [
+        ["nadpipe", "nads"], ["nadpipe", "nads"], ["nadpipe", "plot-nads"], ["nadpipe", "compare"]
+    ]  # fmt: skip
+    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
+    outs = [subprocess.run([script, *line[1:]], cwd=tmp_path, capture_output=True, text=True)
+            for line in lines]  # fmt: skip
+    assert all(r.returncode == 0 for r in outs), [r.stderr[-1500:] for r in outs]
+    assert np.load(tmp_path / "lenet.npy").shape == (1024, 1024)
+    assert torch.load(tmp_path / "cnn.pt", weights_only=True)["vectors"].shape == (3072, 3072)
+    assert (tmp_path / "cnn.png").stat().st_size > 10_000
+    assert re.search(r"^10 +0\.\d{3}", outs[3].stdout, re.M)  # overlaps of the two bases

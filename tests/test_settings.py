@@ -1,4 +1,4 @@
-"""One source of defaults: the settings classes hold them; the schema, the README and the
+"""One source of defaults: the settings classes hold them; the schema, the docs and the
 configs agree with them."""
 
 import copy
@@ -96,10 +96,10 @@ def test_an_empty_config_resolves_to_the_settings_defaults():
     assert cfg.studies["nad_pairs"].enabled and warnings == []
 
 
-def test_the_readme_lists_every_key_with_its_default_and_meaning():
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_list_every_key_with_its_default_and_meaning():
+    page = (REPO / "docs" / "keys.md").read_text()
     table = nc.reference_table(SCHEMA)
-    assert table in readme, "README's table of keys is stale: regenerate it with `nadpipe config`"
+    assert table in page, "docs/keys.md is stale: regenerate it with python3 docs/generate.py"
 
 
 def test_config_yaml_sets_only_commented_cpu_sized_values():

@@ -24,7 +24,16 @@ def verdict(art: dict, min_overlap: float, raise_networks: str) -> tuple[str, st
         return "unknown", f"convergence unknown: {why}; {raise_networks}"
     if top10 >= min_overlap:
         return "converged", f"split-half top-10 overlap {top10:.2f}"
-    if iso and math.isfinite(iso["anisotropy"]) and iso["anisotropy"] < ISOTROPIC_BELOW:
+    flat = iso and math.isfinite(iso["anisotropy"]) and iso["anisotropy"] < ISOTROPIC_BELOW
+    full = iso and iso.get("samples", 0) > iso.get("d", math.inf)
+    if flat and not full:  # a direction must stand far above the bulk to show from few samples
+        return "not converged", (
+            f"split-half top-10 overlap {top10:.2f} < {min_overlap}, and from "
+            f"{iso['samples']} samples of {iso['d']} coordinates a flat spectrum cannot be "
+            f"told from one these networks cannot resolve (anisotropy {iso['anisotropy']:.2f}); "
+            f"{raise_networks}, above {iso['d']}"
+        )
+    if flat:
         n = sum(sh["halves"])
         return "isotropic", (
             f"nearly isotropic: its top eigenvalue is {iso['anisotropy']:.2f} x the largest an "

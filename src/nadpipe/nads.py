@@ -353,7 +353,13 @@ def isotropy(g: torch.Tensor, top: float) -> dict:
     mean = centred.pow(2).sum().item() / max(m - 1, 1) / d  # trace / d
     edge = (1 + math.sqrt(d / max(m - 1, 1))) ** 2
     ratio = top / mean if mean > 0 else float("nan")
-    return {"top_over_mean": ratio, "isotropic_edge": edge, "anisotropy": ratio / edge}
+    return {
+        "top_over_mean": ratio,
+        "isotropic_edge": edge,
+        "anisotropy": ratio / edge,
+        "samples": m,
+        "d": d,
+    }
 
 
 def rank(settings: NadSettings, shape: Shape) -> int:
