@@ -1,10 +1,11 @@
 import math
+from functools import partial
 
 import pytest
 import torch
 from torch import nn
 
-from nadpipe.models import lenet
+from nadpipe.models import build, lenet
 from nadpipe.nads import (
     NadError,
     batched_sensitivities,
@@ -19,7 +20,7 @@ from nadpipe.nads import (
     split_half,
     subspace_overlap,
 )
-from nadpipe.settings import NadSettings, Shape
+from nadpipe.settings import ModelSpec, NadSettings, Shape
 
 SHAPE = Shape(1, 32, 32)
 # three orthonormal directions and the standard deviations of their random coefficients
@@ -223,3 +224,26 @@ def test_colour_nads():
     # a colour network sees all three channels: its first NAD is not confined to one
     energy = art["vectors"][0].reshape(3, -1).pow(2).sum(1)
     assert (energy > 0.05).all()
+
+
+@pytest.mark.parametrize(
+    ("model", "n", "windowed"),
+    [("lenet", 120, True), ("lenet", 120, False), ("resnet18", 3, True)],
+)
+def test_networks_together_give_the_nads_of_networks_one_after_another(model, n, windowed):
+    # the dipole of a chunk of networks in one call (vmap over their stacked parameters, the
+    # default on a GPU) against one network after another, on the same networks
+    spec = ModelSpec(model, {}, Shape(1, 32, 32), 1)
+    settings = NadSettings(n_networks=n, networks_per_chunk=8, windowed=windowed)
+    build_net = partial(build, spec)
+    one = sample_sensitivities(build_net, settings, spec.shape, "cpu", False, together=False)
+    all_ = sample_sensitivities(build_net, settings, spec.shape, "cpu", False, together=True)
+    assert ((one - all_).abs().max() / one.abs().max()).item() < 1e-5  # float rounding
+    if model == "lenet":
+        a, b = nads_from_sensitivities(one)[1], nads_from_sensitivities(all_)[1]
+        for k in (1, 10, 100):
+            assert subspace_overlap(a, b, k) > 0.999, k
+        sa, sb = split_half(one, 1), split_half(all_, 1)
+        assert sa["undefined"] == sb["undefined"]  # k = 100: undefined in both (rank 59)
+        for k in sa["overlap"]:
+            assert sa["overlap"][k] == pytest.approx(sb["overlap"][k], abs=1e-4, nan_ok=True), k

@@ -142,9 +142,10 @@ class _Regions:
         table = padded.unfold(0, lr, sr).unfold(1, lc, sc).permute(0, 1, 3, 4, 2)
         table = F.pad(table.reshape(-1, lr * lc, padded.shape[2]), (0, 0, 0, 1))
         out = table.index_select(0, self.region_id[sel])
-        out.scatter_(1, self.place[sel][:, :, None].expand(-1, -1, window.shape[2]), window)
+        # out of place: vmap (networks together) has a batching rule for it, not for scatter_
+        out = out.scatter(1, self.place[sel][:, :, None].expand(-1, -1, window.shape[2]), window)
         out = out[:, :-1].unflatten(1, self.shape).permute(0, 3, 1, 2)
-        return out.contiguous(memory_format=torch.channels_last)
+        return out  # channels-last strides already (a copy would not work under vmap)
 
     def window(self, base: torch.Tensor, window: torch.Tensor, sel: slice) -> torch.Tensor:
         """The same value on the wider window: (n, rows * cols, C)."""
@@ -251,9 +252,9 @@ class WindowedDipole:
                 base, w = win[a]
                 n = len(w)
                 # (n, C, H * W), the layout a plain forward has
-                maps = base.flatten(2).expand(n, -1, -1).clone()
+                maps = base.flatten(2).expand(n, -1, -1)
                 cells = self.cells[a][sel][:, None, :].expand(-1, w.shape[2], -1)
-                maps.scatter_(2, cells, w.transpose(1, 2))
+                maps = maps.scatter(2, cells, w.transpose(1, 2))
                 full[a] = maps.unflatten(2, base.shape[2:])
             return full[a]
 

@@ -124,6 +124,14 @@ def dipole_plan(template: nn.Module, settings: NadSettings, shape: Shape, device
     return WindowedDipole.plan(template, coords, shape.size, device)
 
 
+def together_on(device) -> bool:
+    """Whether the dipole evaluates a chunk of networks in one call (vmap over their stacked
+    parameters) rather than one network after another: on a GPU, where one small network
+    leaves the device idle; not on a CPU, where the per-network calls are as fast (measured:
+    docs/speed.md). The results agree up to float rounding (tests/test_nads.py)."""
+    return torch.device(device).type == "cuda"
+
+
 def batched_sensitivities(
     nets: list[nn.Module],
     x0: torch.Tensor,
@@ -132,17 +140,24 @@ def batched_sensitivities(
     batch_size: int,
     plan: WindowedDipole | None = None,
     done: Callable[[int], object] = lambda n: None,
+    together: bool | None = None,
 ) -> torch.Tensor:
     """(n, n_points, d) sensitivities of the networks `nets` (one structure, eval mode): the
-    gradient of all at once (torch.func: vmap over the stacked modules); the dipole one network
-    after another, each probe carried as a window with a `plan` (nadpipe.dipole), else through
-    the whole network. `done(k)` is told as k more networks are done."""
+    gradient of all at once (torch.func: vmap over the stacked modules); the dipole with each
+    probe carried as a window with a `plan` (nadpipe.dipole), else through the whole network,
+    the networks `together` in one call per chunk of probes (default: `together_on` the
+    device) or one after another. `done(k)` is told as k more networks are done."""
     d = x0[0].numel()
-    if estimator == "dipole" and plan is not None:
+    together = together_on(x0.device) if together is None else together
+    if estimator == "dipole" and plan is not None and not together:
         return _windowed_dipole(plan, nets, x0, step, batch_size, done)
     params, buffers = stack_module_state(nets)  # name -> (n, ...)
     params = {k: v.detach() for k, v in params.items()}  # no graph through the parameters
     base = copy.deepcopy(nets[0]).to("meta")
+    if estimator == "dipole" and together:
+        out = _dipole_together(base, params, buffers, x0, step, batch_size, plan)
+        done(len(nets))
+        return out
 
     def logit(p: dict, b: dict, x: torch.Tensor) -> torch.Tensor:
         return functional_call(base, (p, b), (x,))[:, 0]
@@ -161,6 +176,53 @@ def batched_sensitivities(
     out = torch.stack([dipole_sensitivity(net, x0, step, batch_size) for net in nets])
     done(n)
     return out.to(x0.device)
+
+
+class _Planned(nn.Module):
+    """A network whose forward is a windowed plan's evaluation, so that torch.func can call it
+    with each network's parameters (vmap over the stacked networks)."""
+
+    def __init__(self, net: nn.Module, plan: WindowedDipole):
+        super().__init__()
+        self.net = net
+        self.plan = [plan]  # in a list: not a submodule
+
+    def forward(self, x0, deltas, start: int, stop: int) -> torch.Tensor:
+        return self.plan[0](self.net, x0, deltas, slice(start, stop))
+
+
+@torch.inference_mode()
+def _dipole_together(base, params, buffers, x0, step, batch_size, plan) -> torch.Tensor:
+    """(n, n_points, d) dipole sensitivities of the stacked networks, all of them in each call:
+    `batch_size` forward passes per call, shared among the networks (probes as windows when a
+    `plan` is given)."""
+    n = len(next(iter(params.values())))
+    per_call = max(1, batch_size // n)  # probes per call, for every network at once
+    _, deltas = dipole_probes(step, Shape(*x0.shape[1:]), x0.device)
+    if plan is not None:
+        planned = _Planned(base, plan)
+        pre = (
+            {f"net.{k}": v for k, v in params.items()},
+            {f"net.{k}": v for k, v in buffers.items()},
+        )
+
+        def logits(p, b, x, a, z):
+            return functional_call(planned, (p, b), (x, deltas, a, z))
+
+        call = vmap(logits, in_dims=(0, 0, None, None, None))
+        rows = []
+        for point in x0:
+            f = [call(*pre, point, a, a + per_call) for a in range(0, len(deltas), per_call)]
+            rows.append(central_difference(torch.cat(f, dim=1), step))  # (n, d)
+        return torch.stack(rows, dim=1).cpu()
+    call = vmap(lambda p, b, x: functional_call(base, (p, b), (x,))[:, 0], in_dims=(0, 0, None))
+    rows = []
+    for point in x0:
+        total = len(deltas)
+        f = [call(params, buffers, probes(point, step, a, min(a + per_call, total)))
+             for a in range(0, total, per_call)]  # fmt: skip
+        rows.append(central_difference(torch.cat(f, dim=1), step))
+    return torch.stack(rows, dim=1).cpu()
 
 
 @torch.inference_mode()
@@ -184,6 +246,7 @@ def sample_sensitivities(
     shape: Shape,
     device: torch.device | str = "cpu",
     progress: bool = True,
+    together: bool | None = None,
 ) -> torch.Tensor:
     """(n_networks * n_points, d) float64 input sensitivities of random networks from `build`
     (single logit, inputs of `shape`), `networks_per_chunk` built at a time."""
@@ -202,8 +265,9 @@ def sample_sensitivities(
         ks = range(start, min(start + chunk, settings.n_networks))
         nets = draw_networks(build, settings, ks, device)
         s = batched_sensitivities(
-            nets, x0, settings.estimator, settings.step, settings.batch_size, plan, bar.update
-        )
+            nets, x0, settings.estimator, settings.step, settings.batch_size, plan, bar.update,
+            together,
+        )  # fmt: skip
         rows = slice(start * settings.n_points, ks.stop * settings.n_points)
         out[rows] = s.reshape(-1, shape.d).cpu()
     bar.close()
@@ -308,11 +372,12 @@ def compute_nads(
     shape: Shape,
     device: torch.device | str = "cpu",
     progress: bool = True,
+    together: bool | None = None,
 ) -> dict:
     """The NAD artifact of the networks `build` makes (single logit, inputs of `shape`):
     vectors (k, d) float32 (row k = NAD k), eigenvalues, the split-half diagnostics and the
     settings. Raise NadError when a sensitivity is not finite (the network's output overflows)."""
-    g = sample_sensitivities(build, settings, shape, device, progress)
+    g = sample_sensitivities(build, settings, shape, device, progress, together)
     bad = (~torch.isfinite(g)).any(dim=1).reshape(settings.n_networks, -1).any(dim=1)
     if bad.any():
         first = int(bad.nonzero()[0])
