@@ -227,23 +227,23 @@ def test_colour_nads():
 
 
 @pytest.mark.parametrize(
-    ("model", "n", "windowed"),
-    [("lenet", 120, True), ("lenet", 120, False), ("resnet18", 3, True)],
+    ("model", "n", "windowed", "side"),
+    [("lenet", 110, True, 32), ("lenet", 16, False, 32), ("resnet18", 2, True, 16)],
 )
-def test_networks_together_give_the_nads_of_networks_one_after_another(model, n, windowed):
+def test_networks_together_give_the_nads_of_networks_one_after_another(model, n, windowed, side):
     # the dipole of a chunk of networks in one call (vmap over their stacked parameters, the
     # default on a GPU) against one network after another, on the same networks
-    spec = ModelSpec(model, {}, Shape(1, 32, 32), 1)
+    spec = ModelSpec(model, {}, Shape(1, side, side), 1)
     settings = NadSettings(n_networks=n, networks_per_chunk=8, windowed=windowed)
     build_net = partial(build, spec)
     one = sample_sensitivities(build_net, settings, spec.shape, "cpu", False, together=False)
     all_ = sample_sensitivities(build_net, settings, spec.shape, "cpu", False, together=True)
     assert ((one - all_).abs().max() / one.abs().max()).item() < 1e-5  # float rounding
-    if model == "lenet":
+    if n > 100:
         a, b = nads_from_sensitivities(one)[1], nads_from_sensitivities(all_)[1]
         for k in (1, 10, 100):
             assert subspace_overlap(a, b, k) > 0.999, k
         sa, sb = split_half(one, 1), split_half(all_, 1)
-        assert sa["undefined"] == sb["undefined"]  # k = 100: undefined in both (rank 59)
+        assert sa["undefined"] == sb["undefined"]  # k = 100: undefined in both (rank 54)
         for k in sa["overlap"]:
             assert sa["overlap"][k] == pytest.approx(sb["overlap"][k], abs=1e-4, nan_ok=True), k
