@@ -1,14 +1,19 @@
-"""Training throughput on the NAD-pair data, measured side by side in one run.
+"""Training throughput on the NAD-pair data, measured side by side in one run, against the
+hardware's own rate.
 
     python benchmarks/train.py                      # MLP, LeNet, ResNet-18 on the current device
     python benchmarks/train.py --models lenet --n 8192 --epochs 2
+    python benchmarks/train.py --models resnet18 --variants   # bf16, channels-last, compile
 
 Prints samples/s for (a) a reference loop in the style of the NAD paper's code (a torch Dataset
 indexed per sample through a DataLoader with 2 workers, one model, .item() every batch), (b)
-nadpipe's single-model loop and (c) nadpipe's 3-seed ensemble (3 models' samples per second), the
-ratios to (a), ResNet-18's achieved FLOP rate against a reference (a GPU's dense fp32 peak; on a
-CPU the rate of a large fp32 matmul measured in the same run, which convolutions can exceed), and
-the start-up cost of one pipeline job, cold and handed to the warm server (nadpipe.worker).
+nadpipe's single-model loop, (c) nadpipe's 3-seed ensemble and (d) K models trained together as
+grid cells are (nadpipe.batches; K = --together, 32 on a GPU), each model's samples counted; the
+ratios to (a); and, per model, the fraction of the rate of a float32 4096 x 4096 matmul
+measured in the same run that (b) and (d) reach (FLOPs of a forward and backward pass counted
+by torch.utils.flop_counter). --variants measures ResNet-18's single-model loop with bf16
+autocast, channels-last and torch.compile against the bf16 matmul rate (on CUDA). Last, the
+start-up cost of one pipeline job, cold and handed to the warm server (nadpipe.worker).
 """
 
 from __future__ import annotations
@@ -30,9 +35,6 @@ from nadpipe.io import generator
 from nadpipe.models import build_model
 from nadpipe.settings import Shape, TrainSettings
 from nadpipe.train import init_seed, lr_factor, train, train_one
-
-# dense peak FLOP/s by device name (fp32 without tensor cores; bf16 dense tensor cores)
-GPU_PEAKS = {"H100": {"fp32": 67e12, "bf16": 989e12}, "H200": {"fp32": 67e12, "bf16": 989e12}}
 
 
 class PerSample(Dataset):
@@ -115,17 +117,19 @@ def fresh(model, seed, device):
     return build_model(model, 2, 2).to(device)
 
 
-def peak_flops(device) -> tuple[float, str]:
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name()
-        for key, peaks in GPU_PEAKS.items():
-            if key in name:
-                return peaks["fp32"], f"the {name} fp32 dense peak"
-        return float("nan"), f"{name}: peak unknown"
-    a = torch.randn(4096, 4096)
+def matmul_rate(device, dtype=torch.float32) -> float:
+    """FLOP/s of the best of five 4096 x 4096 matmuls of `dtype` on `device`, measured now
+    (float32 with TF32 off, nadpipe.backend's default)."""
+    a = torch.randn(4096, 4096, device=device, dtype=dtype)
     a @ a  # warm-up
-    t = min(timed(lambda: a @ a, device) for _ in range(5))
-    return 2 * 4096**3 / t, "the best fp32 4096^2 matmul on this CPU, measured now (not its peak)"
+    return 2 * 4096**3 / min(timed(lambda: a @ a, device) for _ in range(5))
+
+
+def flops_per_sample(model: str, x: torch.Tensor, y: torch.Tensor) -> float:
+    """FLOPs of a forward and backward pass of one sample (from a batch of 128)."""
+    with FlopCounterMode(display=False) as fc:
+        F.cross_entropy(fresh(model, 0, x.device)(x[:128]), y[:128]).backward()
+    return fc.get_total_flops() / len(x[:128])
 
 
 def startup_seconds() -> tuple[float, float]:
@@ -159,9 +163,10 @@ proc.terminate()
 """.replace("{pid}", str(os.getpid()))
 
 
-def bench_model(model: str, n: int, epochs: int, device: torch.device) -> dict:
-    """Samples/s of (a) the reference loop, (b) the single-model loop, (c) a 3-seed ensemble."""
-    seeds = [0, 1, 2]
+def bench_model(model: str, n: int, epochs: int, device: torch.device, k: int) -> dict:
+    """Samples/s of (a) the reference loop, (b) the single-model loop, (c) a 3-seed ensemble,
+    (d) k models together (the ensemble, for models that vmap can stack)."""
+    seeds = list(range(max(3, k)))
     xs, ys = data(n, seeds, device)
     s = TrainSettings(epochs=epochs, batch_size=128)
     x_cpu, y_cpu = xs[0].cpu(), ys[0].cpu()
@@ -172,8 +177,12 @@ def bench_model(model: str, n: int, epochs: int, device: torch.device) -> dict:
     def single():
         train_one(fresh(model, 0, device), xs[0], ys[0], s, 0)
 
-    def ensemble():
-        train([fresh(model, k, device) for k in seeds], xs, ys, s, seeds, progress=False)
+    def ensemble(m):
+        def run():
+            nets = [fresh(model, j, device) for j in seeds[:m]]
+            train(nets, xs[:m], ys[:m], s, seeds[:m], progress=False)
+
+        return run
 
     samples = n * epochs
     row = {
@@ -181,19 +190,29 @@ def bench_model(model: str, n: int, epochs: int, device: torch.device) -> dict:
         "n": n,
         "ref": samples / timed(ref, device),
         "single": samples / timed(single, device),
-        "ensemble3": 3 * samples / timed(ensemble, device),
+        "ensemble3": 3 * samples / timed(ensemble(3), device),
+        "together": k * samples / timed(ensemble(k), device),
+        "flops": flops_per_sample(model, xs[0], ys[0]),
     }
-    if model == "resnet18":
-        with FlopCounterMode(display=False) as fc:
-            F.cross_entropy(fresh(model, 0, device)(xs[0, :128]), ys[0, :128]).backward()
-        per_sample = fc.get_total_flops() / 128  # forward + backward
-        peak, what = peak_flops(device)
-        row["flop_fraction"] = per_sample * row["single"] / peak
-        row["peak_note"] = (
-            f"{per_sample / 1e9:.2f} GFLOP per sample, {per_sample * row['single'] / 1e9:.0f} "
-            f"GFLOP/s; the reference, {what}: {peak / 1e9:.0f} GFLOP/s"
-        )
     return row
+
+
+def variants(n: int, device: torch.device) -> list[tuple[str, float]]:
+    """ResNet-18 samples/s with bf16 autocast, channels-last and torch.compile (CUDA only)."""
+    xs, ys = data(n, [0], device)
+    out = []
+    for name, extra in [
+        ("float32", {}),
+        ("bf16 autocast", {"bf16": True}),
+        ("bf16 + channels-last", {"bf16": True, "channels_last": True}),
+        ("bf16 + channels-last + compile", {"bf16": True, "channels_last": True,
+                                            "compile": True}),
+    ]:  # fmt: skip
+        s = TrainSettings(epochs=1, batch_size=128, **extra)
+        train_one(fresh("resnet18", 0, device), xs[0], ys[0], s, 0)  # warm-up, compilation
+        out.append((name, n / timed(lambda s=s: train_one(fresh("resnet18", 0, device), xs[0],
+                                                          ys[0], s, 0), device)))  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -201,27 +220,45 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["mlp", "lenet", "resnet18"])
     ap.add_argument("--n", type=int, default=None, help="samples per epoch (default by device)")
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--together", type=int, default=None, help="K of (d) (32 on a GPU, 8 CPU)")
+    ap.add_argument("--variants", action="store_true", help="ResNet-18: bf16, channels-last, ...")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.fp32_precision = "ieee"  # TF32 off, nadpipe.backend's default
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    print(f"device: {name}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    rate = matmul_rate(device)
+    print(f"device: {name}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
+          f"float32 4096^2 matmul, measured now: {rate / 1e12:.2f} TFLOP/s")  # fmt: skip
+    k = args.together or (32 if device.type == "cuda" else 8)
     rows = []
     for model in args.models:
         small = model == "resnet18" and device.type == "cpu"
         n = args.n or (512 if small else 10240 if device.type == "cpu" else 20480)
-        rows.append(bench_model(model, n, args.epochs, device))
-    head = ["model", "samples", "(a) ref/s", "(b) single/s", "(c) 3-seed/s", "(b)/(a)", "(c)/(a)"]
-    print("\n" + " ".join(f"{h:>13}" for h in head))
+        rows.append(bench_model(model, n, args.epochs, device, k if not small else 3))
+    head = ["model", "samples", "(a) ref/s", "(b) single/s", "(c) 3-seed/s", f"(d) {k} cells/s",
+            "(b)/(a)", "(d)/(a)"]  # fmt: skip
+    print("\n" + " ".join(f"{h:>14}" for h in head))
     for r in rows:
-        rates = [f"{r[k]:.0f}" for k in ("ref", "single", "ensemble3")]
-        ratios = [f"{r[k] / r['ref']:.2f}" for k in ("single", "ensemble3")]
-        cells = [r["model"], r["n"], *rates, *ratios]
-        print(" ".join(f"{c:>13}" for c in cells))
+        rates = [f"{r[key]:.0f}" for key in ("ref", "single", "ensemble3", "together")]
+        ratios = [f"{r[key] / r['ref']:.2f}" for key in ("single", "together")]
+        print(" ".join(f"{c:>14}" for c in [r["model"], r["n"], *rates, *ratios]))
+    print("\nthe fraction of the measured float32 matmul rate the training reaches:")
     for r in rows:
-        if "flop_fraction" in r:
-            share = f"{100 * r['flop_fraction']:.1f}% of the reference"
-            print(f"\n{r['model']} (b): {share} ({r['peak_note']})")
+        gf, b, d = r["flops"] / 1e9, r["flops"] * r["single"], r["flops"] * r["together"]
+        print(f"  {r['model']}: {gf:.3f} GFLOP per sample (forward and backward): "
+              f"(b) {b / rate:.3f}, (d) {d / rate:.3f}")  # fmt: skip
+    if args.variants and device.type == "cuda":
+        bf16 = matmul_rate(device, torch.bfloat16)
+        per = next((r["flops"] for r in rows if r["model"] == "resnet18"), None)
+        xs, ys = data(128, [0], device)
+        per = per or flops_per_sample("resnet18", xs[0], ys[0])
+        print(
+            f"\nResNet-18, one model; bf16 4096^2 matmul, measured now: {bf16 / 1e12:.0f} TFLOP/s"
+        )
+        for what, sps in variants(args.n or 20480, device):
+            print(f"  {what:32} {sps:9.0f} samples/s, {per * sps / bf16:.3f} of the bf16 rate")
     cold, warm = startup_seconds()
     print(
         f"start-up of a job that does nothing, median of 5: cold (a new Python importing "
