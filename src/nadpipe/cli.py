@@ -21,6 +21,8 @@ EXAMPLES = {
     "--estimator gradient --out small_cnn.pt",
     "plot-nads": "nadpipe plot-nads lenet.pt --out lenet_nads.png",
     "compare": "nadpipe compare results/nads/lenet.npy NADs/LeNet_NADs.npy",
+    "versus": "nadpipe versus results/single_direction/summary.parquet nads.csv --arch lenet "
+    "--column-b acc_ln",
     "doctor": "nadpipe doctor",
     "config": "nadpipe config > keys.md",
 }
@@ -206,6 +208,51 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
+    """(study, name -> accuracies in %) of a summary.parquet (per protocol) or a CSV."""
+    from .references import ReferenceError, ours, read
+    from .settings import Reference
+
+    if path.endswith(".parquet"):
+        from .io import ArtifactError, load_parquet
+
+        try:
+            df = load_parquet(path)
+        except ArtifactError as e:
+            raise Refused(str(e)) from e
+        study = df["study"].iloc[0]
+        archs = list(dict.fromkeys(df["arch"]))
+        arch = args.arch or (archs[0] if len(archs) == 1 else None)
+        if arch not in archs:
+            raise Refused(f"--arch: {path} holds {', '.join(archs)}; say which ({args.arch!r}?)")
+        if study not in ("single_direction", "fourier"):
+            raise Refused(f"{path} is a {study} summary: versus compares single_direction or "
+                          "fourier results")  # fmt: skip
+        return study, ours(df[df["arch"] == arch], study)
+    study = args.study
+    if study is None:
+        return None, {}
+    ref = Reference(path, column, args.index, args.a, args.b, args.offset)
+    try:
+        return study, {"": read(ref, study, "--column" if column else path)}
+    except ReferenceError as e:
+        raise Refused(str(e).replace("config key ", "")) from e
+
+
+def cmd_versus(args) -> int:
+    from .references import agreement, line
+
+    study, mine = _curves(args.results, args, args.column_a)
+    args.study = args.study or study
+    study_b, theirs = _curves(args.reference, args, args.column_b)
+    if not mine or not theirs:
+        raise Refused("--study: say single_direction or fourier (no summary.parquet names it)")
+    ref = next(iter(theirs.values()))
+    for name, series in mine.items():
+        print(line(name, agreement(series, ref)))
+    return 0
+
+
 def _version(name: str) -> str:
     try:
         return version(name)
@@ -368,6 +415,24 @@ def parser() -> argparse.ArgumentParser:
         help="subspace sizes (default 1 5 10 20 50 100)",
     )
     c.add_argument("--first", type=int, default=10, help="matching NADs listed one by one")
+    c = command(
+        "versus",
+        "How far results are from a published curve or map: per protocol, the mean and largest "
+        "|difference| in accuracy points and the Pearson correlation.",
+        cmd_versus,
+    )
+    c.add_argument("results", help="a study's summary.parquet (each protocol) or a CSV")
+    c.add_argument("reference", help="a CSV (e.g. the NAD paper's nads.csv) or a summary.parquet")
+    c.add_argument("--arch", help="the architecture of a summary that holds several")
+    c.add_argument("--column-a", help="the accuracy column of RESULTS when it is a CSV")
+    c.add_argument("--column-b", help="the accuracy column of REFERENCE when it is a CSV")
+    c.add_argument("--study", choices=("single_direction", "fourier"),
+                   help="what two CSVs hold (a summary says it itself)")  # fmt: skip
+    c.add_argument("--index", default="index", help="a CSV's NAD-index column (default index)")
+    c.add_argument("--a", default="x", help="a CSV's frequency-a column (default x)")
+    c.add_argument("--b", default="y", help="a CSV's frequency-b column (default y)")
+    c.add_argument("--offset", type=int, default=0, help="added to a CSV's frequencies (-8 for "
+                   "the NAD paper's dft_accuracies.csv)")  # fmt: skip
     c = command(
         "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
     )

@@ -400,6 +400,38 @@ def _check_bands(cfg: Config) -> None:
                 )
 
 
+def _check_protocols(study: str, s: StudySettings) -> None:
+    """A protocol sets only keys its study's data have (and `train`)."""
+    entry = REGISTRY[study]
+    keys = set(entry.data_keys)
+    for arch in s.architectures:
+        keys |= set(entry.data_settings(s, arch))
+    for name, protocol in s.protocols.items():
+        for key in protocol:
+            if key != "train" and key not in keys:
+                sets = ", ".join([*sorted(keys), "train"])
+                raise ConfigError(
+                    f"config key '{study}.protocols.{name}.{key}': the data of {study} have no "
+                    f"{key!r}; a protocol of {study} sets: {sets}"
+                )
+    for arch, raw in getattr(s, "references", {}).items():
+        key = f"{study}.references.{arch}"
+        if arch not in s.architectures:
+            raise ConfigError(
+                f"config key {key!r}: {arch} is not in {study}.architectures "
+                f"{list(s.architectures)}"
+            )
+        from . import references as refs
+
+        axis = None
+        if study == "fourier":
+            axis = sorted({v.a for v in entry.variants(s)})
+        try:  # read now: a file that cannot serve stops the run before any job
+            refs.read(refs.reference_of(raw), study, key, axis)
+        except refs.ReferenceError as e:
+            raise ConfigError(str(e)) from e
+
+
 def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
     """Raise ConfigError naming architectures.NAME.model (or .kwargs) when the model cannot
     run as nadpipe runs it on `spec`'s inputs."""
@@ -470,6 +502,7 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
         if spec.model not in REGISTRY_NAMES or spec.kwargs or spec.shape.size != (32, 32):
             check_model(cfg, name, spec)
     for study in cfg.enabled():
+        _check_protocols(study, cfg.studies[study])
         _check_indices(cfg, study, cfg.studies[study])
         for arch in cfg.studies[study].architectures:
             why = REGISTRY[study].check_settings(cfg.studies[study], cfg.nad_shape(arch), arch)

@@ -16,7 +16,7 @@ from itertools import product
 from .config import Config
 from .io import file_sha256
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
-from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure
+from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure, split_protocol, with_protocol
 
 NAD = "results/nads/{arch}"
 MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
@@ -101,14 +101,14 @@ class Plan:
     # -- cells ----------------------------------------------------------------------------
 
     def cells(self, study: str) -> list[Cell]:
-        """Every (arch, variant, seed) of an enabled study, in a fixed order."""
+        """Every (protocol, arch, variant, seed) of an enabled study, in a fixed order; under a
+        named protocol the variant's path ends in @PROTOCOL."""
         s = self.cfg.studies[study]
         if not s.enabled:
             return []
         variants = [v.path for v in REGISTRY[study].variants(s)]
-        return [
-            Cell(study, a, v, seed) for a, v, seed in product(s.architectures, variants, s.seeds)
-        ]
+        grid = product(s.protocols or [""], s.architectures, variants, s.seeds)
+        return [Cell(study, a, with_protocol(v, p), seed) for p, a, v, seed in grid]
 
     def nad_architectures(self) -> list[str]:
         """Architectures whose NADs some enabled study needs (the sources)."""
@@ -136,14 +136,15 @@ class Plan:
 
     # -- jobs -----------------------------------------------------------------------------
 
+    def _digest(self, path: str) -> str:
+        if path not in self._digests:  # read once per run
+            self._digests[path] = file_sha256(path)
+        return self._digests[path]
+
     def nad_job(self, arch: str) -> NadJob:
         a = self.cfg.arch(arch)
         model = ModelSpec(a.model, a.kwargs, a.shape, 1)
-        digest = None
-        if a.nads_file:
-            if a.nads_file not in self._digests:
-                self._digests[a.nads_file] = file_sha256(a.nads_file)
-            digest = self._digests[a.nads_file]
+        digest = self._digest(a.nads_file) if a.nads_file else None
         return NadJob(arch, model, self.cfg.nad_config(arch).compute(), a.nads_file, digest)
 
     def model_spec(self, study: str, arch: str) -> ModelSpec:
@@ -154,14 +155,19 @@ class Plan:
         )
 
     def data_spec(self, study: str, arch: str, variant: str, seed: int) -> DataSpec:
+        """What a cell's data depend on: its protocol's data settings; the variant without the
+        protocol, so that every protocol draws the same data (for the same settings)."""
         entry, s = REGISTRY[study], self.cfg.studies[study]
+        inner, protocol = split_protocol(variant)
         cifar = CifarData.of(self.cfg.cifar10) if entry.needs_cifar else None
-        settings = tuple(entry.data_settings(s, arch).items())
-        return DataSpec(study, variant, seed, self.cfg.nad_shape(arch), settings, cifar)
+        settings = tuple(entry.data_settings(s.with_protocol(protocol), arch).items())
+        return DataSpec(study, inner, seed, self.cfg.nad_shape(arch), settings, cifar)
 
     def stream(self, study: str, arch: str, variant: str) -> tuple:
+        """A cell's random-stream key: the same initialisation and batch order under every
+        protocol."""
         entry = REGISTRY[study]
-        return (arch, *entry.stream(entry.variant.parse(variant)))
+        return (arch, *entry.stream(entry.variant.parse(split_protocol(variant)[0])))
 
     def train_job(self, study: str, arch: str, variant: str, seeds: tuple[int, ...]) -> TrainJob:
         entry = REGISTRY[study]
@@ -172,7 +178,7 @@ class Plan:
             variant,
             tuple(seeds),
             self.model_spec(study, arch),
-            self.cfg.studies[study].train_for(arch),
+            self.cfg.studies[study].train_for(arch, split_protocol(variant)[1]),
             tuple(self.data_spec(study, arch, variant, s) for s in seeds),
             nads,
             self.stream(study, arch, variant),
@@ -235,6 +241,21 @@ class Plan:
         if not REGISTRY[study].needs_nads:
             return []
         return [NAD.format(arch=self.cfg.nad_source(arch)) + ".pt"]
+
+    def references(self, study: str) -> dict:
+        """Architecture -> its published table (nadpipe.references) with the file's sha256, so
+        that a replaced file reruns the comparison."""
+        refs = getattr(self.cfg.studies[study], "references", {}) or {}
+        return {arch: {**ref, "sha256": self._digest(ref["file"])} for arch, ref in refs.items()}
+
+    def reference_files(self, study: str) -> list[str]:
+        return [r["file"] for r in self.references(study).values()]
+
+    def frequency_axis(self, study: str) -> list[int] | None:
+        """The Fourier study's frequencies along a and b (a headerless reference map's)."""
+        if study != "fourier":
+            return None
+        return sorted({v.a for v in REGISTRY[study].variants(self.cfg.studies[study])})
 
     def cifar_files(self, study: str) -> list[str]:
         if not REGISTRY[study].needs_cifar:

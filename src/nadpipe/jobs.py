@@ -37,7 +37,7 @@ from .log import say, warn
 from .nads import compute_nads, overlaps_line
 from .provenance import provenance
 from .settings import plain, typed
-from .studies import REGISTRY
+from .studies import REGISTRY, split_protocol
 from .train import can_stack, diverged_epoch, init_seed, train
 
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
@@ -314,12 +314,14 @@ def evaluate_job(
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
     if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: float("nan") for k in extra}
-    variant = entry.variant.parse(job.variant)
+    inner, protocol = split_protocol(job.variant)
+    variant = entry.variant.parse(inner)
     key = {
         "study": job.study,
         "arch": job.arch,
         "variant": job.variant,
         **variant.columns(),
+        "protocol": protocol,  # "" without named protocols
         "seed": job.seed,
     }
     nad_columns = {}
@@ -380,16 +382,48 @@ def model_outcome(run: dict, rows: list[dict], job: EvalJob, n: int) -> tuple[st
     return "learned", ""
 
 
+def _with_references(df: pd.DataFrame, references: dict, axis: list[int] | None) -> pd.DataFrame:
+    from . import references as refs
+
+    study = df["study"].iloc[0]
+    keys = refs.KEYS[study]
+    published, stats = [], []
+    for arch, raw in sorted(references.items()):
+        ref = refs.read(refs.reference_of(raw), study, f"{study}.references.{arch}", axis)
+        published.append(ref.rename("reference_accuracy").reset_index().assign(arch=arch))
+        for protocol, mine in refs.ours(df[df["arch"] == arch], study).items():
+            a = refs.agreement(mine, ref)
+            stats.append({"arch": arch, "protocol": protocol,
+                          **{f"reference_{k}": v for k, v in a.items()}})  # fmt: skip
+            say(f"{arch} against {raw['file']}: {refs.line(protocol, a)}")
+    df = df.merge(pd.concat(published), on=["arch", *keys], how="left")
+    if "protocol" not in df:
+        df["protocol"] = ""
+    return df.merge(pd.DataFrame(stats), on=["arch", "protocol"], how="left")
+
+
 # -- tables -----------------------------------------------------------------------------------
 
 
-def aggregate_job(evaluations: list[str], summary: str, runs: str) -> str:
+def aggregate_job(
+    evaluations: list[str],
+    summary: str,
+    runs: str,
+    references: dict | None = None,
+    axis: list[int] | None = None,
+) -> str:
     """Concatenate the rows of every model of a study, sorted by their key; each model's
-    timings and where it ran go to `runs`, one row per model."""
+    timings and where it ran go to `runs`, one row per model. With `references` (architecture
+    -> a published table, nadpipe.references; `axis`: the study's frequencies, for a map),
+    each row carries its cell's published accuracy and its protocol's agreement with it."""
     df = pd.concat([load_parquet(p) for p in evaluations], ignore_index=True)
+    if references:
+        df = _with_references(df, references, axis)
     key = ["study", "arch", "variant", "seed"]
     variant_columns = [
-        c for c in ("nad_i", "nad_j", "nad_k", "freq_a", "freq_b", "representation") if c in df
+        c
+        for c in ("protocol", "nad_i", "nad_j", "nad_k", "freq_a", "freq_b", "representation")
+        if c in df
     ]
     df = df.sort_values(["arch", *variant_columns, "seed", "split", "condition"], kind="stable")
     timing = [c for c in RUN_COLUMNS if c in df]

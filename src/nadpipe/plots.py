@@ -350,11 +350,40 @@ def _dv_title(df: pd.DataFrame) -> str:
     return f"x = ε·y·v + w, ε = {_value(df, 'eps')}, σ = {_value(df, 'sigma')}"
 
 
+def _protocols(test: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(name, rows) per protocol, in the summary's order ("" alone without named ones)."""
+    if "protocol" not in test:
+        return [("", test)]
+    return [(p, test[test["protocol"] == p]) for p in dict.fromkeys(test["protocol"])]
+
+
+def _agreement(rows: pd.DataFrame) -> str:
+    """A protocol's agreement with the reference, as the summary states it ("" without)."""
+    if "reference_mean_abs_diff" not in rows or rows["reference_mean_abs_diff"].isna().all():
+        return ""
+    r = rows.iloc[0]
+    pearson = (
+        "n/a" if not math.isfinite(r["reference_pearson"]) else f"{r['reference_pearson']:.2f}"
+    )
+    return (
+        f"|Δ| mean {r['reference_mean_abs_diff']:.1f}, max {r['reference_max_abs_diff']:.1f} "
+        f"points, r = {pearson}"
+    )
+
+
 def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    """Test accuracy against the NAD index, one curve per protocol, the published curve beside
+    them when the study has a reference (each protocol's agreement in its legend)."""
     df = _rows_of(df, arch)
     test = df[df["split"] == "test"]
     fig, ax = plt.subplots(figsize=(7.5, 4.8), constrained_layout=True)
-    _line_over_seeds(ax, test, "nad_k", "accuracy", "test accuracy", 100)
+    for protocol, rows in _protocols(test):
+        label = protocol or "test accuracy"
+        said = _agreement(rows)
+        _line_over_seeds(ax, rows, "nad_k", "accuracy", f"{label} ({said})" if said else label, 100)
+    if "reference_accuracy" in test and test["reference_accuracy"].notna().any():
+        ref = test.groupby("nad_k")["reference_accuracy"].first().dropna()
+        ax.plot(ref.index, ref.to_numpy(), "k--", marker="s", ms=4, label="published")
     ax.set_xlabel("NAD index k of v")
     ax.set_ylabel("test accuracy (%)")
     ax.axhline(50, color="grey", linewidth=0.8, linestyle=":", label="chance")
@@ -369,28 +398,48 @@ def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     return _save(fig, output)
 
 
-def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
-    df = _rows_of(df, arch)
-    test = df[df["split"] == "test"]
-    grid = test.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100
-    fig, ax = plt.subplots(figsize=(7, 6), constrained_layout=True)
+def _map(ax, grid: pd.DataFrame, title: str):
     a, b = grid.index.to_numpy(), grid.columns.to_numpy()
     extent = (b.min() - 0.5, b.max() + 0.5, a.max() + 0.5, a.min() - 0.5)
-    im = ax.imshow(grid.to_numpy(), vmin=50, vmax=100, cmap="viridis", extent=extent)
+    im = ax.imshow(grid.to_numpy(float), vmin=50, vmax=100, cmap="viridis", extent=extent)
     ax.set_xlabel("frequency b (along columns)")
     ax.set_ylabel("frequency a (along rows)")
-    fig.colorbar(im, ax=ax, label="test accuracy (%)")
-    if "outcome" in test:
-        dead = test.assign(dead=test["outcome"] == "did not learn").pivot_table(
-            index="freq_a", columns="freq_b", values="dead", aggfunc="max"
-        )
-        for (fa, fb), d in dead.stack().items():
-            if d:  # lightly, so that the map stays readable
-                ax.add_patch(Rectangle((fb - 0.5, fa - 0.5), 1, 1, fill=False, hatch="//",
-                                       edgecolor="lightgrey", linewidth=0))  # fmt: skip
-        if dead.to_numpy().any():
-            patch = Patch(facecolor="none", edgecolor="lightgrey", hatch="//", label=DID_NOT_LEARN)
-            fig.legend(handles=[patch], loc="outside lower center", fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=8)
+    return im
+
+
+def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
+    """The test-accuracy map over Fourier frequencies, one panel per protocol, the published
+    map beside them when the study has a reference; models that did not learn hatched."""
+    df = _rows_of(df, arch)
+    test = df[df["split"] == "test"]
+    maps = [
+        (p or "test accuracy", _agreement(rows),
+         rows.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100, rows)
+        for p, rows in _protocols(test)
+    ]  # fmt: skip
+    if "reference_accuracy" in test and test["reference_accuracy"].notna().any():
+        ref = test.pivot_table(index="freq_a", columns="freq_b", values="reference_accuracy")
+        maps.append(("published", "", ref, None))
+    fig, axes = plt.subplots(1, len(maps), figsize=(6.2 * len(maps) + 0.8, 6),
+                             constrained_layout=True, squeeze=False)  # fmt: skip
+    dead_any = False
+    for ax, (name, said, grid, rows) in zip(axes[0], maps, strict=True):
+        im = _map(ax, grid, f"{name}\n{said}" if said else name)
+        if rows is not None and "outcome" in rows:
+            dead = rows.assign(dead=rows["outcome"] == "did not learn").pivot_table(
+                index="freq_a", columns="freq_b", values="dead", aggfunc="max"
+            )
+            for (fa, fb), d in dead.stack().items():
+                if d:  # lightly, so that the map stays readable
+                    ax.add_patch(Rectangle((fb - 0.5, fa - 0.5), 1, 1, fill=False, hatch="//",
+                                           edgecolor="lightgrey", linewidth=0))  # fmt: skip
+                    dead_any = True
+    fig.colorbar(im, ax=list(axes[0]), label="test accuracy (%)")
+    if dead_any:
+        patch = Patch(facecolor="none", edgecolor="lightgrey", hatch="//", label=DID_NOT_LEARN)
+        fig.legend(handles=[patch], loc="outside lower center", fontsize=8, frameon=False)
+    a = maps[0][2].index.to_numpy()
     layout = "zero frequency in the centre" if a.min() < 0 else "zero frequency at the top left"
     fig.suptitle(
         f"{arch}: trained on D(Fourier direction (a, b)), {_dv_title(test)}\n{layout}; "

@@ -14,7 +14,7 @@ import os
 import pandas as pd
 
 from .io import load_parquet, save_text
-from .studies import REGISTRY
+from .studies import REGISTRY, split_protocol
 
 ABOUT = {
     "nad_pairs": "D(v1) ⊕ D(v2): channel block 1 from D(NAD i), block 2 from D(NAD j), one "
@@ -233,7 +233,9 @@ def summary_table(df: pd.DataFrame, output: str) -> None:
     several), as an HTML table."""
     test = df[df["split"] == "test"]
     study = test["study"].iloc[0]
-    keys = ["arch", *REGISTRY[study].variant.parse(test["variant"].iloc[0]).columns()]
+    inner = split_protocol(test["variant"].iloc[0])[0]
+    keys = ["arch", "protocol", *REGISTRY[study].variant.parse(inner).columns()]
+    keys = [k for k in keys if k in test]
     stats = test.groupby([*keys, "condition"], sort=False)["accuracy"].agg(["mean", "min", "max"])
 
     def cell(r) -> str:

@@ -301,9 +301,20 @@ class StudySettings:
     eval_batch_size: int = 2000  # samples per forward pass in evaluation
     train: TrainSettings = TrainSettings()
     train_per_arch: dict[str, dict[str, Any]] = field(default_factory=dict)  # overrides
+    # named protocols, one more axis of the grid: name -> overrides of the study's data keys
+    # (eps, sigma, n_train, ...) and of `train`; none: the study's own settings, one protocol
+    protocols: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def train_for(self, arch: str) -> TrainSettings:
-        return replace(self.train, **self.train_per_arch.get(arch, {}))
+    def train_for(self, arch: str, protocol: str = "") -> TrainSettings:
+        """The training of `arch` under `protocol`: `train`, then train_per_arch, then the
+        protocol's own `train`."""
+        train = replace(self.train, **self.train_per_arch.get(arch, {}))
+        return replace(train, **self.protocols.get(protocol, {}).get("train", {}))
+
+    def with_protocol(self, protocol: str) -> StudySettings:
+        """These settings with `protocol`'s data keys put in ("" : as they are)."""
+        data = {k: v for k, v in self.protocols.get(protocol, {}).items() if k != "train"}
+        return replace(self, **data)
 
 
 @dataclass(frozen=True)
@@ -362,6 +373,19 @@ NAD_PAPER_TRAIN = TrainSettings(
 
 
 @dataclass(frozen=True)
+class Reference:
+    """A published curve or map that a study's results are drawn beside and compared with
+    (nadpipe.references): a CSV."""
+
+    file: str = ""  # the CSV
+    column: str | None = None  # its accuracy column; null: a headerless size x size map (Fourier)
+    index: str = "index"  # single_direction: the column of NAD indices
+    a: str = "x"  # fourier: the columns of the frequencies a (rows) and b (columns)
+    b: str = "y"
+    offset: int = 0  # fourier: added to a and b (the NAD paper's dft_accuracies.csv: -8)
+
+
+@dataclass(frozen=True)
 class SingleDirectionStudy(StudySettings):
     """One D(NAD k) per model, k over the NAD index (NAD paper)."""
 
@@ -372,6 +396,7 @@ class SingleDirectionStudy(StudySettings):
     n_train: int = 10000
     n_test: int = 10000
     train: TrainSettings = NAD_PAPER_TRAIN
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)  # arch -> Reference
 
 
 @dataclass(frozen=True)
@@ -386,6 +411,7 @@ class FourierStudy(StudySettings):
     n_train: int = 10000
     n_test: int = 10000
     train: TrainSettings = NAD_PAPER_TRAIN
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)  # arch -> Reference
 
 
 STUDY_SETTINGS: dict[str, type[StudySettings]] = {

@@ -542,4 +542,19 @@ NAD_BANDS = Figure(
 REGISTRY: dict[str, Study] = {
     s.name: s for s in (NadPairs(), CifarNad(), Poison(), Flip(), SingleDirection(), Fourier())
 }
-VARIANT_PATTERN = "|".join(sorted({s.variant.PATTERN for s in REGISTRY.values()}))
+PROTOCOL_PATTERN = r"@[A-Za-z0-9_]{1,32}"  # a variant's protocol suffix (StudySettings.protocols)
+VARIANT_PATTERN = (
+    "(?:" + "|".join(sorted({s.variant.PATTERN for s in REGISTRY.values()})) + ")"
+    f"(?:{PROTOCOL_PATTERN})?"
+)
+
+
+def with_protocol(variant: str, protocol: str) -> str:
+    """A cell's variant path under `protocol` ("k10", "long" -> "k10@long"; "" -> "k10")."""
+    return f"{variant}@{protocol}" if protocol else variant
+
+
+def split_protocol(path: str) -> tuple[str, str]:
+    """("k10", "long") of "k10@long"; ("k10", "") of "k10"."""
+    variant, _, protocol = path.partition("@")
+    return variant, protocol

@@ -7,7 +7,8 @@ localrules:
 
 rule aggregate:
     input:
-        evaluations_of,
+        evaluations=evaluations_of,
+        references=lambda w: PLAN.reference_files(w.study),
     output:
         summary="results/{study}/summary.parquet",
         runs="results/{study}/runs.parquet",
@@ -15,6 +16,9 @@ rule aggregate:
         "logs/{study}/aggregate.log",
     conda:
         CONDA_ENV
+    params:
+        references=lambda w: PLAN.references(w.study),
+        axis=lambda w: PLAN.frequency_axis(w.study),
     script:
         "../scripts/aggregate.py"
 

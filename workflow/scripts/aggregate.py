@@ -6,9 +6,11 @@ from nadpipe.log import say
 sm = snakemake
 summary = worker.run(
     "nadpipe.jobs:aggregate_job",
-    list(sm.input),
+    list(sm.input.evaluations),
     sm.output.summary,
     sm.output.runs,
+    sm.params.references,
+    sm.params.axis,
     log=sm.log[0],
 )
 say(summary)

@@ -1,0 +1,180 @@
+"""Protocols as one more axis of a study's grid, and published results as references: read,
+compared per protocol in the summary, drawn in the figures, said by `nadpipe versus`; a changed
+protocol reruns its cells only."""
+
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import SCHEMA
+from test_workflow import planned, snakemake
+
+from nadpipe import config as nc
+from nadpipe import plots
+from nadpipe.grid import Plan
+from nadpipe.references import ReferenceError, agreement, read
+from nadpipe.settings import Reference
+
+
+def test_a_published_curve_and_map_are_read_in_the_studys_terms(tmp_path):
+    # the NAD paper's docs/data/nads.csv layout: index, then accuracy columns in percent
+    pd.DataFrame({"index": [0, 1, 2], "acc_ln": [100.0, 99.5, 90.0]}).to_csv(
+        tmp_path / "nads.csv", index=False
+    )
+    curve = read(Reference(str(tmp_path / "nads.csv"), "acc_ln"), "single_direction", "k")
+    assert curve.index.name == "nad_k" and curve.loc[2] == 90.0
+    # dft_accuracies.csv: x, y from 0 with the zero frequency at 8; fractions become percent
+    xs, ys = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    dft = pd.DataFrame({"x": xs.ravel(), "y": ys.ravel(), "acc": 0.5 + 0.01 * xs.ravel()})
+    dft.to_csv(tmp_path / "dft.csv", index=False)
+    grid = read(Reference(str(tmp_path / "dft.csv"), "acc", offset=-8), "fourier", "k")
+    assert grid.loc[(-8, 3)] == pytest.approx(50.0) and grid.loc[(7, 0)] == pytest.approx(65.0)
+    # a headerless size x size map, in the study's layout
+    np.savetxt(tmp_path / "map.csv", np.arange(4.0).reshape(2, 2) + 60, delimiter=",")
+    m = read(Reference(str(tmp_path / "map.csv")), "fourier", "k", axis=[-1, 0])
+    assert m.loc[(-1, 0)] == 61.0 and m.loc[(0, -1)] == 62.0
+    with pytest.raises(ReferenceError, match=r"'k': .*map.csv is a 2 x 2 map; .* 3 x 3"):
+        read(Reference(str(tmp_path / "map.csv")), "fourier", "k", axis=[-1, 0, 1])
+    with pytest.raises(ReferenceError, match=r"'k': .*nads.csv has no column 'acc_rn' \(it has"):
+        read(Reference(str(tmp_path / "nads.csv"), "acc_rn"), "single_direction", "k")
+
+
+def test_agreement_in_points_and_correlation():
+    ref = pd.Series([100.0, 90.0, 60.0, 50.0], index=pd.Index([0, 1, 2, 3], name="nad_k"))
+    mine = pd.Series([98.0, 91.0, 55.0], index=pd.Index([0, 1, 2], name="nad_k"))
+    a = agreement(mine, ref)
+    assert a["cells"] == 3 and a["mean_abs_diff"] == pytest.approx(8 / 3)
+    assert a["max_abs_diff"] == 5.0 and a["pearson"] == pytest.approx(
+        np.corrcoef([98, 91, 55], [100, 90, 60])[0, 1]
+    )
+    assert math.isnan(agreement(mine.iloc[:2], ref)["pearson"])  # two cells: no correlation
+
+
+def test_protocols_are_an_axis_of_the_grid_with_the_same_data_and_initialisation():
+    cfg = nc.load_config(
+        {
+            "nad_pairs": {"enabled": False},
+            "single_direction": {
+                "enabled": True, "architectures": ["lenet"], "indices": [0, 5],
+                "protocols": {"stated": {}, "long": {"train": {"epochs": 60}},
+                              "wide": {"eps": 1.0}},
+            },
+        },
+        SCHEMA,
+    )[0]  # fmt: skip
+    plan = Plan(cfg)
+    cells = [c.variant for c in plan.cells("single_direction")]
+    assert cells == ["k0@long", "k5@long", "k0@stated", "k5@stated", "k0@wide", "k5@wide"]
+    stated = plan.train_job("single_direction", "lenet", "k0@stated", (0,))
+    long = plan.train_job("single_direction", "lenet", "k0@long", (0,))
+    wide = plan.train_job("single_direction", "lenet", "k0@wide", (0,))
+    assert long.train.epochs == 60 and stated.train.epochs == 20  # the NAD code's protocol
+    assert long.data == stated.data and long.stream == stated.stream  # the same draws
+    assert dict(wide.data[0].settings)["eps"] == 1.0 and wide.stream == stated.stream
+    with pytest.raises(nc.ConfigError) as e:
+        bad = {"single_direction": {"enabled": True, "protocols": {"x": {"eps1": 1.0}}}}
+        nc.load_config(bad, SCHEMA)
+    assert str(e.value) == (
+        "config key 'single_direction.protocols.x.eps1': the data of single_direction have no "
+        "'eps1'; a protocol of single_direction sets: eps, n_test, n_train, sigma, train"
+    )
+
+
+CONFIG = {
+    "nads": {"n_networks": 24},
+    "nad_pairs": {"enabled": False},
+    "single_direction": {
+        "enabled": True,
+        "architectures": ["lenet"],
+        "indices": [0, 300, 1000],
+        "n_train": 400,
+        "n_test": 200,
+        "train": {"epochs": 2},
+        "protocols": {"stated": {}, "wide": {"eps": 2.0}},
+        "references": {"lenet": {"file": "nads.csv", "column": "acc_ln"}},
+    },
+    "fourier": {
+        "enabled": True,
+        "architectures": ["mlp"],
+        "size": 2,
+        "layout": "centered",
+        "n_train": 400,
+        "n_test": 200,
+        "train": {"epochs": 2},
+        "references": {"mlp": {"file": "map.csv", "column": None}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("protocols")
+    (workdir / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    index = np.arange(1024)
+    pd.DataFrame({"index": index, "acc_ln": 100 - 50 * index / 1023}).to_csv(
+        workdir / "nads.csv", index=False
+    )
+    np.savetxt(workdir / "map.csv", [[80.0, 70.0], [60.0, 50.0]], delimiter=",")
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+def test_each_row_carries_its_protocol_and_its_agreement_with_the_reference(study):
+    df = pd.read_parquet(study / "results/single_direction/summary.parquet")
+    assert set(df["protocol"]) == {"stated", "wide"} and set(df["variant"]) == {
+        f"k{k}@{p}" for k in (0, 300, 1000) for p in ("stated", "wide")
+    }
+    assert (df.loc[df.protocol == "wide", "eps"] == 2.0).all()
+    assert (df.loc[df.protocol == "stated", "eps"] == 0.5).all()
+    test = df[df.split == "test"]
+    published = test.set_index("nad_k")["reference_accuracy"]
+    assert published.loc[300].iloc[0] == pytest.approx(100 - 50 * 300 / 1023)
+    for _, rows in test.groupby("protocol"):
+        mine = rows.groupby("nad_k")["accuracy"].mean() * 100
+        ref = rows.groupby("nad_k")["reference_accuracy"].first()
+        stated = rows.iloc[0]
+        assert stated["reference_mean_abs_diff"] == pytest.approx((mine - ref).abs().mean())
+        assert stated["reference_max_abs_diff"] == pytest.approx((mine - ref).abs().max())
+        assert stated["reference_cells"] == 3
+    fig = plots.single_direction_figure(df, "lenet", str(study / "f.png"))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("stated (|Δ| mean") for t in labels) and "published" in labels
+    assert any(t.startswith("wide (|Δ| mean") for t in labels)
+    fourier = pd.read_parquet(study / "results/fourier/summary.parquet")
+    ref = fourier[fourier.split == "test"].set_index(["freq_a", "freq_b"])["reference_accuracy"]
+    assert ref.loc[(-1, 0)] == 70.0 and ref.loc[(0, -1)] == 60.0  # the map, in the layout
+    fig = plots.fourier_figure(fourier, "mlp", str(study / "m.png"))
+    assert [ax.get_title().split("\n")[0] for ax in fig.axes[:2]] == ["test accuracy", "published"]
+
+
+def test_nadpipe_versus_says_what_the_summary_states(study):
+    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
+    res = subprocess.run(
+        [script, "versus", "results/single_direction/summary.parquet", "nads.csv",
+         "--column-b", "acc_ln"],
+        cwd=study, capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    df = pd.read_parquet(study / "results/single_direction/summary.parquet")
+    for protocol in ("stated", "wide"):
+        row = df[df.protocol == protocol].iloc[0]
+        said = re.search(rf"^{protocol}: 3 cells, mean \|difference\| ([\d.]+) points", res.stdout,
+                         re.M)  # fmt: skip
+        assert float(said[1]) == pytest.approx(row["reference_mean_abs_diff"], abs=0.05)
+
+
+def test_a_changed_protocol_reruns_its_cells_only(study):
+    change = {"single_direction": {"protocols": {"stated": {}, "wide": {"eps": 1.5}}}}
+    jobs = planned(study, change)
+    assert jobs["train"] == jobs["evaluate"] == 3  # wide's three cells, not stated's
+    # a replaced reference file reruns the comparison, not a training
+    pd.DataFrame({"index": range(1024), "acc_ln": 50.0}).to_csv(study / "nads.csv", index=False)
+    jobs = planned(study)
+    assert "train" not in jobs and jobs["aggregate"] == 1
