@@ -4,6 +4,8 @@ cannot mean anything stops before any job."""
 import copy
 import re
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
@@ -491,3 +493,32 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
         nc.check_yaml(tmp_path / "config.yaml")
     assert str(e.value).startswith(f"{tmp_path / 'config.yaml'}, line 3, column 8: not valid YAML")
     assert "flow sequence that starts at line 2, column 12" in str(e.value)
+
+
+def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
+    tmp_path, monkeypatch
+):
+    from snakemake.utils import update_config
+
+    cfg = default_config()
+    for name in ("nad_paper", "nad_paper_search"):
+        update_config(cfg, yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(nc.ConfigError, match=r"no file 'data/nad_paper/"):
+        load(copy.deepcopy(cfg))  # stops before any job: the published data are not shipped
+    folder = tmp_path / "data" / "nad_paper"  # stand-ins of the authors' files, their layout
+    folder.mkdir(parents=True)
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0].T
+    for arch in ("LeNet", "ResNet18", "DenseNet121", "VGG11"):
+        np.save(folder / f"{arch}_NADs.npy", q.astype(np.float32))
+    columns = {c: 50.0 for c in ("acc_ln", "acc_rn", "acc_dn", "acc_vgg")}
+    pd.DataFrame({"index": range(1024), **columns}).to_csv(folder / "nads.csv", index=False)
+    xs, ys = np.meshgrid(range(16), range(16), indexing="ij")
+    pd.DataFrame({"x": xs.ravel(), "y": ys.ravel(), **columns}).to_csv(
+        folder / "dft_accuracies.csv", index=False
+    )
+    plan = Plan(load(cfg))
+    cells = plan.cells("single_direction")
+    assert len(cells) == 8 * 14 * 6  # architectures x indices x protocols
+    assert len(plan.cells("fourier")) == 4 * 256 * 4
+    assert plan.train_job("single_direction", "lenet_pub", "k5@long", (0,)).train.epochs == 60
