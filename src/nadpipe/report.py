@@ -72,6 +72,11 @@ def _data(s: dict) -> str:
     return ", ".join(parts) or "CIFAR-10"
 
 
+def _protocol_words(p: dict) -> str:
+    data = [f"{k} {v}" for k, v in p.items() if k != "train"]
+    return ", ".join(data + [f"{k} {v}" for k, v in p.get("train", {}).items()])
+
+
 def _what_ran(study: str, s: dict, df: pd.DataFrame) -> str:
     t = s["train"]
     models = df.drop_duplicates(["arch", "variant", "seed"])
@@ -79,6 +84,12 @@ def _what_ran(study: str, s: dict, df: pd.DataFrame) -> str:
         f"; {arch}: {', '.join(f'{k} {v}' for k, v in over.items())}"
         for arch, over in s["train_per_arch"].items()
     )
+    protocols = s.get("protocols") or {}
+    if protocols:
+        per_arch += "; protocols " + ", ".join(
+            f"{name} ({_protocol_words(p)})" if p else f"{name} (as stated)"
+            for name, p in protocols.items()
+        )
     return _rst(
         f"{study}: {ABOUT.get(study, '')}. Architectures {_join(s['architectures'])}; "
         f"{_grid(study, s)}; seeds {_join(s['seeds'])}: {len(models)} trained models. Data: "
