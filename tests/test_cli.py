@@ -1,5 +1,7 @@
 """The `nadpipe` command, run as a user runs it (the installed script)."""
 
+import contextlib
+import io
 import re
 import shutil
 import subprocess
@@ -13,7 +15,7 @@ import pytest
 import torch
 from conftest import SCHEMA
 
-from nadpipe import cifar
+from nadpipe import cifar, cli
 from nadpipe.config import reference_table
 from nadpipe.models import build
 from nadpipe.nads import compute_nads
@@ -111,14 +113,34 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
         (["--out", "."], "--out . is a directory"),
     ],
 )
-def test_nads_refuses_bad_arguments_before_any_work_naming_the_flag(tmp_path, args, message):
+def test_nads_refuses_bad_arguments_before_any_work_naming_the_flag(
+    tmp_path, monkeypatch, args, message
+):
     if args[:2] == ["--device", "cuda"] and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
+    # the command's own code in this process (three of them through the installed script,
+    # below): what it prints, its exit status, nothing computed and nothing written
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(["nads", "--model", "lenet", "--n-networks", "40", "--out", "x.npy",
+                             *args])  # fmt: skip
+        except SystemExit as e:  # argparse's own refusals
+            code = e.code
+    said = err.getvalue()
+    assert code == 2 and message in said, said
+    assert "Traceback" not in said and "NADs:" not in said  # nothing computed
+    assert not (tmp_path / "x.npy").exists()
+
+
+@pytest.mark.parametrize("args", [["--n-networks", "5"], ["--step", "nan"], ["--out", "."]])
+def test_the_installed_command_refuses_them_too(tmp_path, args):
     base = ["nads", "--model", "lenet", "--n-networks", "40", "--out", "x.npy"]
     res = nadpipe(*base, *args, cwd=tmp_path, check=False)
-    assert res.returncode == 2 and message in res.stderr, res.stderr
-    assert "Traceback" not in res.stderr and "NADs:" not in res.stderr  # nothing computed
-    assert not (tmp_path / "x.npy").exists()
+    assert res.returncode == 2
+    assert res.stderr.startswith("nadpipe nads: --") or "argument --step" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "x.npy").exists()
 
 
 def test_nads_written_as_npz_and_npy_are_read_back_by_compare_and_plot_nads(tmp_path):

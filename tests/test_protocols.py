@@ -93,7 +93,7 @@ CONFIG = {
     "single_direction": {
         "enabled": True,
         "architectures": ["lenet"],
-        "indices": [0, 300, 1000],
+        "indices": [0, 1000],
         "n_train": 400,
         "n_test": 200,
         "train": {"epochs": 2},
@@ -129,20 +129,20 @@ def study(tmp_path_factory):
 def test_each_row_carries_its_protocol_and_its_agreement_with_the_reference(study):
     df = pd.read_parquet(study / "results/single_direction/summary.parquet")
     assert set(df["protocol"]) == {"stated", "wide"} and set(df["variant"]) == {
-        f"k{k}@{p}" for k in (0, 300, 1000) for p in ("stated", "wide")
+        f"k{k}@{p}" for k in (0, 1000) for p in ("stated", "wide")
     }
     assert (df.loc[df.protocol == "wide", "eps"] == 2.0).all()
     assert (df.loc[df.protocol == "stated", "eps"] == 0.5).all()
     test = df[df.split == "test"]
     published = test.set_index("nad_k")["reference_accuracy"]
-    assert published.loc[300].iloc[0] == pytest.approx(100 - 50 * 300 / 1023)
+    assert published.loc[1000].iloc[0] == pytest.approx(100 - 50 * 1000 / 1023)
     for _, rows in test.groupby("protocol"):
         mine = rows.groupby("nad_k")["accuracy"].mean() * 100
         ref = rows.groupby("nad_k")["reference_accuracy"].first()
         stated = rows.iloc[0]
         assert stated["reference_mean_abs_diff"] == pytest.approx((mine - ref).abs().mean())
         assert stated["reference_max_abs_diff"] == pytest.approx((mine - ref).abs().max())
-        assert stated["reference_cells"] == 3
+        assert stated["reference_cells"] == 2
     fig = plots.single_direction_figure(df, "lenet", str(study / "f.png"))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any(t.startswith("stated (|Δ| mean") for t in labels) and "published" in labels
@@ -165,7 +165,7 @@ def test_nadpipe_versus_says_what_the_summary_states(study):
     df = pd.read_parquet(study / "results/single_direction/summary.parquet")
     for protocol in ("stated", "wide"):
         row = df[df.protocol == protocol].iloc[0]
-        said = re.search(rf"^{protocol}: 3 cells, mean \|difference\| ([\d.]+) points", res.stdout,
+        said = re.search(rf"^{protocol}: 2 cells, mean \|difference\| ([\d.]+) points", res.stdout,
                          re.M)  # fmt: skip
         assert float(said[1]) == pytest.approx(row["reference_mean_abs_diff"], abs=0.05)
 
@@ -173,7 +173,7 @@ def test_nadpipe_versus_says_what_the_summary_states(study):
 def test_a_changed_protocol_reruns_its_cells_only(study):
     change = {"single_direction": {"protocols": {"stated": {}, "wide": {"eps": 1.5}}}}
     jobs = planned(study, change)
-    assert jobs["train"] == jobs["evaluate"] == 3  # wide's three cells, not stated's
+    assert jobs["train"] == jobs["evaluate"] == 2  # wide's two cells, not stated's
     # a replaced reference file reruns the comparison, not a training
     pd.DataFrame({"index": range(1024), "acc_ln": 50.0}).to_csv(study / "nads.csv", index=False)
     jobs = planned(study)

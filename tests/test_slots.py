@@ -65,9 +65,10 @@ def test_a_killed_job_gives_its_slot_back(tmp_path):
         f"with gpu_slot(['0'], {str(tmp_path)!r}):\n"
         "    print('held', flush=True)\n    time.sleep(60)"
     )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True, env=env
-    )
+    holder = subprocess.Popen(  # what the slot says goes to stderr, as every job's words do
+        [sys.executable, "-c", hold], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env=env,
+    )  # fmt: skip
     assert "GPU slot 0: CUDA_VISIBLE_DEVICES=0" in holder.stdout.readline()
     assert holder.stdout.readline().strip() == "held"
     with pytest.raises(subprocess.TimeoutExpired):  # the only slot is taken: a job waits

@@ -43,6 +43,9 @@ from .train import can_stack, diverged_epoch, init_seed, train
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
 # config gives a byte-identical summary on CPU
 RUN_COLUMNS = ["train_seconds", "eval_seconds", "host", "slurm_job_id", "cuda_visible_devices"]
+# columns of the measures that describe the architecture or the setting, not the learned
+# function: they stand when the model did not learn
+NOT_MEASURES = {"relu_units", "margin_max"}
 
 
 # -- NADs -------------------------------------------------------------------------------------
@@ -313,7 +316,7 @@ def evaluate_job(
     if outcome == "diverged":  # NaN weights: accuracies, margins and counts would read as numbers
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
     if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
-        extra = {k: float("nan") for k in extra}
+        extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
     inner, protocol = split_protocol(job.variant)
     variant = entry.variant.parse(inner)
     key = {

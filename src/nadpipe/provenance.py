@@ -53,6 +53,7 @@ def provenance() -> dict[str, str]:
 
 # -- results made by other library source ------------------------------------------------------
 
+MAX_NAMED = 20  # stale results named one by one in the command that recomputes them
 # rule of each artifact kind that carries provenance, and where it lies under results/
 ARTIFACTS = {
     "nads": "results/nads/*.json",
@@ -96,7 +97,10 @@ def stale_message(found: dict[str, list[str]]) -> str | None:
     from .io import snakemake_command
 
     example = next(iter(found.values()))[0]
-    command = snakemake_command("--cores", "all", "--forcerun", *found)
+    files = [path for paths in found.values() for path in paths]
+    # a few: exactly those and what was made from them; many: every job of their rules
+    which = files if len(files) <= MAX_NAMED else list(found)
+    command = snakemake_command("--cores", "all", "--forcerun", *which)
     return (
         f"{n} result(s) on disk were made by other nadpipe library source than this checkout's "
         f"({source_hash()}): {per} (e.g. {example}). Snakemake does not rerun them by itself "
