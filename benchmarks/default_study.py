@@ -27,6 +27,7 @@ KEY = ["arch", "nad_i", "nad_j", "seed", "split", "condition"]
 
 def run(checkout: Path, cores: str) -> tuple[float, pd.DataFrame]:
     work = Path(tempfile.mkdtemp(prefix="nadpipe-default-"))
+    print(f"running {checkout}'s default study in {work}", flush=True)
     env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
     cmd = [sys.executable, "-m", "snakemake", "-s", str(checkout / "Snakefile"), "-d", str(work),
            "--configfile", str(checkout / "config.yaml"), "--cores", cores]  # fmt: skip
