@@ -29,59 +29,8 @@ REPO = DOCS.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 STUDY = "/home/you/study"  # the working directory as the pages show it
 
-USER_NETS = """
-import torch
-from torch import nn
+USER_NETS = (DOCS / "user_nets.py").read_text()  # the models the catalogue runs
 
-class Pair(nn.Module):
-    def __init__(self, c, k):
-        super().__init__()
-        self.lin = nn.Linear(c * 1024, k)
-    def forward(self, x):
-        out = self.lin(x.flatten(1))
-        return out, out
-
-def tuple_out(in_channels, num_classes):
-    return Pair(in_channels, num_classes)
-
-def rgb_only(in_channels, num_classes):
-    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(num_classes))
-
-class Raises(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.ones(1))
-    def forward(self, x):
-        raise TypeError("boom in forward")
-
-def raises_in_forward(in_channels, num_classes):
-    return Raises()
-
-def not_a_module(in_channels, num_classes):
-    return "a string"
-
-def frozen(in_channels, num_classes):
-    net = nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, num_classes))
-    for p in net.parameters():
-        p.requires_grad_(False)
-    return net
-
-class Overflows(nn.Module):
-    def __init__(self, c, k):
-        super().__init__()
-        self.lin = nn.Linear(c * 1024, k)
-    def forward(self, x):
-        return self.lin(x.flatten(1)) * float("inf")
-
-def not_finite(in_channels, num_classes):
-    return Overflows(in_channels, num_classes)
-
-def widths(in_channels, num_classes, width=8):
-    if width < 1:
-        raise ValueError(f"width must be positive, got {width}")
-    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 1024, width),
-                         nn.Linear(width, num_classes))
-"""
 
 PAIRS = ["nad_pairs"]
 MINE = {"nad_pairs": {"architectures": ["mine"]}}
