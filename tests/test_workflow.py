@@ -23,6 +23,7 @@ import yaml
 from conftest import REPO
 
 from nadpipe import plots
+from nadpipe.jobs import RUN_COLUMNS
 
 MICRO = {
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}, "lenet": {}},
@@ -199,9 +200,17 @@ def test_the_same_config_gives_byte_identical_results_with_or_without_the_warm_w
     targets = [f"{c}.parquet" for c in cells]
     snakemake(tmp_path, "--cores", "2", *targets, env=no_worker)
     paths = ["results/nads/lenet.pt", "results/nads/lenet.npy", "results/nads/mlp.pt",
-             *targets, *(c.replace("/eval/", "/models/") + ".pt" for c in cells)]  # fmt: skip
+             *(c.replace("/eval/", "/models/") + ".pt" for c in cells)]  # fmt: skip
     for path in paths:
         assert (tmp_path / path).read_bytes() == (workdir / path).read_bytes(), path
+    # a cell's table also carries its wall times and host (the summary moves them to
+    # runs.parquet, so summary.parquet is byte-identical): every other value is equal exactly
+    for path in targets:
+        again, first = (pd.read_parquet(d / path) for d in (tmp_path, workdir))
+        assert (again["train_seconds"] != first["train_seconds"]).all()  # really two runs
+        pd.testing.assert_frame_equal(
+            again.drop(columns=RUN_COLUMNS), first.drop(columns=RUN_COLUMNS), check_exact=True
+        )
 
 
 def test_a_finished_study_run_again_says_its_results_and_standing_warnings(run):
