@@ -43,3 +43,15 @@ def test_pairwise_overlaps_and_the_figure(tmp_path):
     assert {"1.00", "0.00", "other\ninput size"} <= cells  # no common space: said, not blank
     assert "energy share at the k lowest frequencies" in [a.get_ylabel() for a in fig.axes]
     assert "subspace overlap ‖UₖVₖᵀ‖²/k" in [a.get_ylabel() for a in fig.axes]  # colour bar
+    # what random directions give, in the table and drawn on each bar (820f241: no chance line)
+    chance = df.set_index(["arch_a", "arch_b", "k"])["chance"]
+    assert chance["a", "same", 10] == pytest.approx(10 / 64)
+    assert chance["a", "fourier", 50] == pytest.approx(50 / 64)
+    assert chance["other_size", "fourier", 10] == pytest.approx(10 / 32)
+    bars = next(a for a in fig.axes if a.get_ylabel().startswith("energy share"))
+    (line,) = [c for c in bars.collections if c.get_label() == "random directions (chance)"]
+    assert len(line.get_segments()) == len(bases)  # a mark on each k = 10 bar
+    segments = [seg for c in bars.collections for seg in c.get_segments() if len(seg)]
+    heights = sorted({round(seg[0][1], 6) for seg in segments})
+    assert heights == pytest.approx(sorted({10 / 64, 50 / 64, 10 / 32}))
+    assert "random directions (chance)" in [t.get_text() for t in bars.get_legend().texts]

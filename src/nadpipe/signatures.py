@@ -34,9 +34,17 @@ def low_frequency_share(v: np.ndarray, shape: tuple[int, int, int], k: int) -> f
     return float(energy[:, :, lowest].sum() / energy.sum())
 
 
+def chance_share(shape: tuple[int, int, int], k: int) -> float:
+    """The low-frequency share of k random directions, on average: the fraction of the d
+    coordinates that `low_frequency_share` counts as low."""
+    c, h, w = shape
+    return min(math.ceil(k / c), h * w) * c / (c * h * w)
+
+
 def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) -> pd.DataFrame:
     """One row per (arch_a, arch_b, k): the overlap of their first k NADs (arch_b "fourier":
-    the low-frequency share of arch_a's)."""
+    the low-frequency share of arch_a's), and `chance`, what unrelated (random) directions
+    give on average: k/d for an overlap."""
     rows = []
     for a, b in itertools.combinations_with_replacement(sorted(bases), 2):
         if bases[a].shape[1] != bases[b].shape[1]:
@@ -44,15 +52,19 @@ def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) ->
         for k in ks:
             if k <= min(len(bases[a]), len(bases[b])):
                 value = subspace_overlap(bases[a], bases[b], k)
-                rows += [{"arch_a": a, "arch_b": b, "k": k, "overlap": value}]
+                chance = k / bases[a].shape[1]
+                rows += [{"arch_a": a, "arch_b": b, "k": k, "overlap": value, "chance": chance}]
                 if a != b:
-                    rows += [{"arch_a": b, "arch_b": a, "k": k, "overlap": value}]
+                    rows += [{"arch_a": b, "arch_b": a, "k": k, "overlap": value, "chance": chance}]
     for a in sorted(bases):
         for k in ks:
             if k <= len(bases[a]):
                 share = low_frequency_share(bases[a], shapes[a], k)
-                rows.append({"arch_a": a, "arch_b": "fourier", "k": k, "overlap": share})
-    return pd.DataFrame(rows, columns=["arch_a", "arch_b", "k", "overlap"])
+                chance = chance_share(shapes[a], k)
+                rows.append(
+                    {"arch_a": a, "arch_b": "fourier", "k": k, "overlap": share, "chance": chance}
+                )
+    return pd.DataFrame(rows, columns=["arch_a", "arch_b", "k", "overlap", "chance"])
 
 
 def signature_figure(df: pd.DataFrame, output: str):
@@ -92,8 +104,12 @@ def signature_figure(df: pd.DataFrame, output: str):
     width = 0.8 / max(len(ks), 1)
     names = sorted(fourier["arch_a"].unique())
     for n, k in enumerate(ks):
-        vals = fourier[fourier["k"] == k].set_index("arch_a")["overlap"].reindex(names)
-        ax.bar(np.arange(len(names)) + n * width, vals, width, label=f"first {k} NADs")
+        rows = fourier[fourier["k"] == k].set_index("arch_a").reindex(names)
+        x = np.arange(len(names)) + n * width
+        ax.bar(x, rows["overlap"], width, label=f"first {k} NADs")
+        # what k random directions give (about k/d; d differs between architectures)
+        ax.hlines(rows["chance"], x - width / 2, x + width / 2, colors="black", linestyles="--",
+                  label="random directions (chance)" if n == 0 else None)  # fmt: skip
     ax.set_xticks(np.arange(len(names)) + width * (len(ks) - 1) / 2, names, rotation=45, ha="right")
     ax.set_ylim(0, 1)
     ax.set_ylabel("energy share at the k lowest frequencies")
