@@ -118,7 +118,9 @@ def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torc
     if backend.deterministic:
         # must be set before cuBLAS starts; harmless on the CPU
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-    torch.use_deterministic_algorithms(backend.deterministic)
+    if torch.are_deterministic_algorithms_enabled() != backend.deterministic:
+        # only when it changes: the call imports torch._dynamo (2 s a job on a CPU)
+        torch.use_deterministic_algorithms(backend.deterministic)
     torch.backends.cudnn.deterministic = backend.deterministic
     torch.backends.cudnn.benchmark = backend.cudnn_benchmark and not backend.deterministic
     _set_tf32(backend.tf32)

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 ENV = "NADPIPE_WORKER"  # "<socket path>:<pid of the Snakemake process that owns it>"
-PRELOAD = ("torch", "pandas", "nadpipe.jobs", "nadpipe.plots", "nadpipe.report")
+# torch._dynamo: every optimizer's constructor imports it (2 s of every training job otherwise)
+PRELOAD = ("torch", "torch._dynamo", "pandas", "nadpipe.jobs", "nadpipe.plots", "nadpipe.report")
 
 
 def _send(conn: socket.socket, obj: Any) -> None:
