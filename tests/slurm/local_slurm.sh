@@ -9,6 +9,7 @@
 # included, inside its jobs before it calls srun. An /etc/slurm/slurm.conf not written by this
 # script is never overwritten.
 set -euo pipefail
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"  # munged, slurmctld, slurmd (root tools)
 cmd=${1:?usage: local_slurm.sh start|stop DIR}
 dir=$(realpath -m "${2:?usage: local_slurm.sh start|stop DIR}")
 
