@@ -47,7 +47,9 @@ def test_the_readme_is_a_newcomers_page_that_points_into_the_docs():
     assert links and all((REPO / link).exists() for link in links), links
     for page in ("docs/keys.md", "docs/bad-inputs.md", "docs/trust.md", "docs/scaling.md"):
         assert page in links
-    assert ".venv/bin/pip install" in readme.splitlines()[3]  # the install, in a venv
+    study, tests = readme.splitlines()[3:5]  # the first two lines of the first block
+    assert study.endswith("# install, run the default study") and tests.endswith("run the tests")
+    assert ".venv/bin/pip install" in study and ".venv/bin/pip install" in tests  # in a venv
     ci = (REPO / ".ci" / "run").read_text()
-    test_command = readme.splitlines()[3].split("#")[0].strip()
+    test_command = tests.split("#")[0].strip()
     assert test_command in ci  # CI runs exactly the README's test command
