@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(items):
     if not torch.cuda.is_available():
         skip = pytest.mark.skip(
             reason="needs CUDA, which this machine lacks (CI has none): run "
-            "`python3 -m pytest -m gpu` on a GPU machine"
+            "`.venv/bin/python -m pytest -m gpu` on a GPU machine (docs/speed.md)"
         )
         for item in items:
             if "gpu" in item.keywords:
