@@ -423,11 +423,8 @@ def _check_protocols(study: str, s: StudySettings) -> None:
             )
         from . import references as refs
 
-        axis = None
-        if study == "fourier":
-            axis = sorted({v.a for v in entry.variants(s)})
         try:  # read now: a file that cannot serve stops the run before any job
-            refs.read(refs.reference_of(raw), study, key, axis)
+            refs.read(refs.reference_of(raw), study, key, entry.reference_axis(s))
         except refs.ReferenceError as e:
             raise ConfigError(str(e)) from e
 

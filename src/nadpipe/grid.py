@@ -251,11 +251,10 @@ class Plan:
     def reference_files(self, study: str) -> list[str]:
         return [r["file"] for r in self.references(study).values()]
 
-    def frequency_axis(self, study: str) -> list[int] | None:
-        """The Fourier study's frequencies along a and b (a headerless reference map's)."""
-        if study != "fourier":
-            return None
-        return sorted({v.a for v in REGISTRY[study].variants(self.cfg.studies[study])})
+    def reference_axis(self, study: str) -> list[int] | None:
+        """The values along each axis of a headerless reference map (the Fourier study's
+        frequencies), or None."""
+        return REGISTRY[study].reference_axis(self.cfg.studies[study])
 
     def cifar_files(self, study: str) -> list[str]:
         if not REGISTRY[study].needs_cifar:

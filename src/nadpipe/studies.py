@@ -228,6 +228,11 @@ class Study:
         that depends on the input shape), as a message naming the key; or None."""
         return None
 
+    def reference_axis(self, s: StudySettings) -> list[int] | None:
+        """The values along each axis of a headerless published map (nadpipe.references), for
+        a study whose cells form a square grid; None for others."""
+        return None
+
 
 def _zeros(shape: Shape) -> torch.Tensor:
     import torch
@@ -381,9 +386,13 @@ class Fourier(Study):
         return None
 
     def variants(self, s: FourierStudy) -> list[Frequency]:
-        lo = 0 if s.layout == "grid" else -(s.size // 2)
-        axis = range(lo, lo + s.size)
+        axis = self.reference_axis(s)
         return [Frequency(a, b) for a in axis for b in axis]
+
+    def reference_axis(self, s: FourierStudy) -> list[int]:
+        """The frequencies along a and b."""
+        lo = 0 if s.layout == "grid" else -(s.size // 2)
+        return list(range(lo, lo + s.size))
 
     def build(self, spec: DataSpec, vectors: None) -> Splits:
         from .data import dv_splits, fourier_direction

@@ -18,7 +18,7 @@ rule aggregate:
         CONDA_ENV
     params:
         references=lambda w: PLAN.references(w.study),
-        axis=lambda w: PLAN.frequency_axis(w.study),
+        axis=lambda w: PLAN.reference_axis(w.study),
     script:
         "../scripts/aggregate.py"
 
