@@ -210,18 +210,20 @@ def _dipole_together(base, params, buffers, x0, step, batch_size, plan) -> torch
             return functional_call(planned, (p, b), (x, deltas, a, z))
 
         call = vmap(logits, in_dims=(0, 0, None, None, None))
-        rows = []
-        for point in x0:
-            f = [call(*pre, point, a, a + per_call) for a in range(0, len(deltas), per_call)]
-            rows.append(central_difference(torch.cat(f, dim=1), step))  # (n, d)
-        return torch.stack(rows, dim=1).cpu()
-    call = vmap(lambda p, b, x: functional_call(base, (p, b), (x,))[:, 0], in_dims=(0, 0, None))
+
+        def chunk(point, a, z):  # (n, z - a) logits of probes a..z of every network
+            return call(*pre, point, a, z)
+    else:
+        call = vmap(lambda p, b, x: functional_call(base, (p, b), (x,))[:, 0], in_dims=(0, 0, None))
+
+        def chunk(point, a, z):
+            return call(params, buffers, probes(point, step, a, z))
+
+    total = len(deltas)
     rows = []
     for point in x0:
-        total = len(deltas)
-        f = [call(params, buffers, probes(point, step, a, min(a + per_call, total)))
-             for a in range(0, total, per_call)]  # fmt: skip
-        rows.append(central_difference(torch.cat(f, dim=1), step))
+        f = [chunk(point, a, min(a + per_call, total)) for a in range(0, total, per_call)]
+        rows.append(central_difference(torch.cat(f, dim=1), step))  # (n, d)
     return torch.stack(rows, dim=1).cpu()
 
 
