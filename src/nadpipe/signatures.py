@@ -22,6 +22,12 @@ from .io import atomic_write
 KS = (10, 50, 100)
 
 
+def _n_lowest(shape: tuple[int, int, int], k: int) -> int:
+    """How many of the lowest spatial frequencies of every channel count as the k lowest."""
+    c, h, w = shape
+    return min(math.ceil(k / c), h * w)
+
+
 def low_frequency_share(v: np.ndarray, shape: tuple[int, int, int], k: int) -> float:
     """Fraction of the energy of the first k rows of `v` (k, C*H*W) in the k lowest spatial
     frequencies: with C channels, the ceil(k / C) lowest frequencies of every channel."""
@@ -29,7 +35,7 @@ def low_frequency_share(v: np.ndarray, shape: tuple[int, int, int], k: int) -> f
     coef = np.fft.fft2(v[:k].reshape(k, c, h, w), norm="ortho")  # Parseval: energy preserved
     fa, fb = np.fft.fftfreq(h) * h, np.fft.fftfreq(w) * w
     radius = np.sqrt(fa[:, None] ** 2 + fb[None, :] ** 2).ravel()
-    lowest = np.argsort(radius, kind="stable")[: math.ceil(k / c)]
+    lowest = np.argsort(radius, kind="stable")[: _n_lowest(shape, k)]
     energy = np.abs(coef.reshape(k, c, h * w)) ** 2
     return float(energy[:, :, lowest].sum() / energy.sum())
 
@@ -37,8 +43,8 @@ def low_frequency_share(v: np.ndarray, shape: tuple[int, int, int], k: int) -> f
 def chance_share(shape: tuple[int, int, int], k: int) -> float:
     """The low-frequency share of k random directions, on average: the fraction of the d
     coordinates that `low_frequency_share` counts as low."""
-    c, h, w = shape
-    return min(math.ceil(k / c), h * w) * c / (c * h * w)
+    _, h, w = shape
+    return _n_lowest(shape, k) / (h * w)
 
 
 def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) -> pd.DataFrame:
