@@ -148,7 +148,7 @@ def test_ensemble_equals_separate_training(model):
         for net, x, y, s in zip(separate, xs, ys, SEEDS, strict=True)
     ]
     together = [_fresh(model, s) for s in SEEDS]
-    assert can_stack(together[0])
+    assert can_stack(together[0], xs[0])
     hist_ens = train(together, xs, ys, settings, SEEDS, progress=False)
     for a, b, ha, hb in zip(separate, together, hist_sep, hist_ens, strict=True):
         for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
@@ -179,7 +179,7 @@ def test_batchnorm_models_train_one_after_another():
     xs, ys = xs[:2], ys[:2]
     settings = TrainSettings(epochs=1, batch_size=16)
     nets = [_fresh("resnet18", s) for s in SEEDS[:2]]
-    assert not can_stack(nets[0])
+    assert not can_stack(nets[0], xs[0])
     hist = train(nets, xs, ys, settings, SEEDS[:2], progress=False)
     ref = _fresh("resnet18", SEEDS[1])
     train_one(ref, xs[1], ys[1], settings, SEEDS[1])

@@ -23,6 +23,7 @@ states the device and switches it ran with.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 from collections.abc import Iterator
@@ -48,14 +49,14 @@ class Backend:
     batch_cells: int | None = None  # cells trained together (nadpipe.batches); None: by device
 
     def batch_size(self, device) -> int:
-        """How many cells train together on `device`: `batch_cells`, else 64 on a GPU and 1 on
-        the CPU (where an ensemble is no faster per sample than one model)."""
+        """How many cells train together on `device`: `batch_cells`, else 64 on an accelerator
+        and 1 on the CPU (where an ensemble is no faster per sample than one model)."""
         if self.batch_cells is not None:
             return self.batch_cells
-        return 64 if device.type == "cuda" else 1
+        return 64 if accelerated(device) else 1
 
     def __post_init__(self) -> None:
-        if self.device not in DEVICES:
+        if self.device not in DEVICES and not _other_device(self.device):
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
 
     def to_env(self) -> str:
@@ -66,6 +67,32 @@ class Backend:
         """The switches the Snakefile set for this job; the defaults outside the workflow."""
         text = os.environ.get(ENV)
         return cls(**json.loads(text)) if text else cls()
+
+
+def accelerated(device) -> bool:
+    """Whether `device` is an accelerator: the one test of every branch a GPU takes (cells
+    batched, NAD networks together and born there, bf16, channels-last). Any device but the
+    CPU, so that the test suite's stand-in accelerator takes the same branches as CUDA."""
+    import torch
+
+    return torch.device(device).type != "cpu"
+
+
+def _other_device(name: str) -> bool:
+    """Whether `name` is a device type torch has a module for that says it is available (an
+    out-of-tree backend such as the test suite's stand-in); not one of the config's choices."""
+    import sys
+
+    if name in DEVICES or "torch" not in sys.modules:
+        return False
+    import torch
+
+    module = getattr(torch, name, None)
+    try:
+        torch.device(name)
+        return bool(module is not None and module.is_available())
+    except (RuntimeError, AttributeError):
+        return False
 
 
 def _given_gpu() -> str | None:
@@ -87,6 +114,8 @@ def choose_device(name: str = "auto", flag: str = "gpus.device"):  # -> torch.de
     the setting in its messages (a config key or a command-line flag)."""
     import torch
 
+    if _other_device(name):
+        return torch.device(name, 0)
     if name not in DEVICES:
         raise DeviceError(f"{flag}: {name!r} is not a device; use one of {', '.join(DEVICES)}")
     if name == "cpu":
@@ -148,7 +177,7 @@ def facts(device, backend: Backend | None = None) -> dict:
     import torch
 
     backend = backend or Backend.from_env()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     return {"device": name, "deterministic": backend.deterministic, "tf32": backend.tf32}
 
 
@@ -160,6 +189,32 @@ def on_cpu() -> Iterator[None]:
 
     with torch.device("cpu"):
         yield
+
+
+_BIRTH: contextvars.ContextVar = contextvars.ContextVar("nadpipe_birth_device", default=None)
+
+
+@contextlib.contextmanager
+def born_on(device) -> Iterator[None]:
+    """Models built in the block (nadpipe.models.build, and any builder that makes its tensors
+    without naming a device) are made and initialised on `device`: where many networks are
+    drawn for the NADs, so that none is copied across tensor by tensor."""
+    import torch
+
+    token = _BIRTH.set(torch.device(device))
+    try:
+        with torch.device(device):
+            yield
+    finally:
+        _BIRTH.reset(token)
+
+
+def birth_device():  # -> torch.device
+    """Where a model is built: the CPU (the same numbers on every machine), or the device of
+    an enclosing `born_on`."""
+    import torch
+
+    return _BIRTH.get() or torch.device("cpu")
 
 
 def cuda_rng_state() -> list:

@@ -71,7 +71,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
 
 
 def save_torch(obj: Any, path: str | os.PathLike) -> None:
+    """Write `obj` with torch.save, every tensor in it on the CPU first (nadpipe.backend: what a
+    job writes loads on a machine without its GPU, with a plain torch.load)."""
     import torch
+    from torch.utils._pytree import tree_map
+
+    obj = tree_map(lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v, obj)
 
     def write(tmp: str) -> None:
         # through a file object: torch.save names the archive after a path's file name, which

@@ -38,7 +38,7 @@ from .nads import compute_nads, overlaps_line
 from .provenance import provenance
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
-from .train import can_stack, diverged_epoch, init_seed, train
+from .train import applied, can_stack, diverged_epoch, init_seed, stacks, train
 
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
 # config gives a byte-identical summary on CPU
@@ -176,7 +176,11 @@ def train_job(
     def run(members: list[Member], checkpoint: str) -> None:
         _train(members, nads_path, device, backend, checkpoint)
 
-    if size > 1 and len(job.seeds) == 1 and can_stack(models.build(job.model)):
+    with on_cpu():  # a probe of the architecture, not of the job's data
+        batchable = not (job.train.channels_last or job.train.compile) and can_stack(
+            models.build(job.model), torch.zeros(2, *job.model.shape)
+        )
+    if size > 1 and len(job.seeds) == 1 and batchable:
         how = batches.train_cell(job, model_outs[0], record_outs[0], size, run)
     else:
         outs = zip(model_outs, record_outs, strict=True)
@@ -224,6 +228,7 @@ def _train(
     }
     say(f"train {len(members)} model(s) on {device}: {len(xs[0])} samples, {first.train}")
     start = time.perf_counter()
+    ran = applied(first.train, device, len(nets) if stacks(nets, xs, first.train) else 1)
     histories = train(nets, xs, ys, first.train, orders, checkpoint, fingerprint)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
     for m, net, history, split, digest in zip(members, nets, histories, splits, sums, strict=True):
@@ -239,6 +244,7 @@ def _train(
                 "seed": m.job.seeds[m.index],
                 "model": plain(m.job.model),
                 "train": plain(m.job.train),
+                "applied": ran,  # of bf16, channels_last, compile: what took effect
                 "data": dict(m.job.data[m.index].settings),
                 "data_sha256": digest,
                 "history": history,
@@ -337,6 +343,7 @@ def evaluate_job(
         "n_train": len(splits["train"][0]),
         "n_test": len(splits["test"][0]),
         **run["train"],
+        **run.get("applied", {}),  # bf16, channels_last, compile as they ran, not as asked
         **nad_columns,
         "final_train_loss": run["history"][-1]["loss"],
         "diverged": run["diverged"],

@@ -384,12 +384,15 @@ def _takes_input_size(builder: Callable) -> bool:
 
 def build(spec: ModelSpec) -> nn.Module:
     """A fresh module of `spec` on the CPU, initialised from torch's global generator (the same
-    numbers whatever device the job then moves it to: nadpipe.backend)."""
-    from .backend import on_cpu
+    numbers whatever device the job then moves it to: nadpipe.backend), or on the device of an
+    enclosing `nadpipe.backend.born_on` (the NADs' networks)."""
+    import torch
+
+    from .backend import birth_device
 
     builder = resolve_builder(spec.model)
     extra = {"input_size": tuple(spec.shape.size)} if _takes_input_size(builder) else {}
-    with on_cpu():
+    with torch.device(birth_device()):
         return builder(in_channels=spec.shape.c, num_classes=spec.classes, **extra, **spec.kwargs)
 
 

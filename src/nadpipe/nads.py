@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
+from .backend import accelerated, born_on, cuda_rng_state, set_cuda_rng_state
 from .data import Shape
 from .dipole import WindowedDipole
 from .io import derive_seed, generator
@@ -48,17 +49,23 @@ def draw_networks(
     build: Callable[[], nn.Module], settings: NadSettings, ks: range, device="cpu"
 ) -> list[nn.Module]:
     """Networks k in `ks`, each built by `build` under its own seed (so no network depends on
-    how they are chunked), in eval mode, on `device`; torch's global generator is left as it
-    was."""
-    state = torch.get_rng_state()
+    how they are chunked), in eval mode, born on `device`: made and initialised there, no tensor
+    copied across (a tensor the builder puts elsewhere on purpose is moved). The same seed
+    gives the same networks on devices of the same type; a GPU's generator draws other numbers
+    than the CPU's, so other networks of the same distribution. Torch's global generators are
+    left as they were."""
+    device = torch.device(device)
+    cpu_state, cuda_state = torch.get_rng_state(), cuda_rng_state()
     try:
         nets = []
-        for k in ks:
-            torch.manual_seed(derive_seed("nad-net", settings.seed, k))
-            nets.append(build().eval().to(device))
+        with born_on(device):
+            for k in ks:
+                torch.manual_seed(derive_seed("nad-net", settings.seed, k))
+                nets.append(build().eval().to(device))
         return nets
     finally:
-        torch.set_rng_state(state)
+        torch.set_rng_state(cpu_state)
+        set_cuda_rng_state(cuda_state)
 
 
 def central_difference(f: torch.Tensor, step: float) -> torch.Tensor:
@@ -129,7 +136,7 @@ def together_on(device) -> bool:
     parameters) rather than one network after another: on a GPU, where one small network
     leaves the device idle; not on a CPU, where the per-network calls are as fast (measured:
     docs/speed.md). The results agree up to float rounding (tests/test_nads.py)."""
-    return torch.device(device).type == "cuda"
+    return accelerated(device)
 
 
 def batched_sensitivities(

@@ -13,6 +13,7 @@ parameters is the members' optimizers side by side.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .backend import cuda_rng_state, set_cuda_rng_state
+from .backend import accelerated, cuda_rng_state, set_cuda_rng_state
 from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 from .log import progress_bar, say
 from .settings import TrainSettings
@@ -59,14 +60,60 @@ def diverged_epoch(history: list[dict]) -> int | None:
     return next((r["epoch"] for r in history if not math.isfinite(r["loss"])), None)
 
 
-def can_stack(net: nn.Module) -> bool:
-    """Whether `net` can be trained inside vmap (no in-place running statistics)."""
-    return not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
+def can_stack(net: nn.Module, x: torch.Tensor) -> bool:
+    """Whether copies of `net` can be trained together inside vmap: no in-place running
+    statistics (batch norm) and no random operation in its training-mode forward (dropout, noise:
+    vmap would refuse it, "called random operation while in randomness error mode"). Found by
+    running two stacked copies in training mode on the first two samples of `x` (n, C, H, W): a
+    random operation raises before it draws, so no generator moves."""
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules()):
+        return False
+    was = net.training
+    net.train()
+    try:
+        params, buffers = stack_module_state([net, net])
+        base = copy.deepcopy(net).to("meta")
+        probe = vmap(lambda p, b, v: functional_call(base, (p, b), (v,)), randomness="error")
+        with torch.no_grad():
+            probe(params, buffers, x[:2].expand(2, *x[:2].shape))
+        return True
+    except RuntimeError as e:
+        if "random" in str(e) or "in-place" in str(e) or "inplace" in str(e):
+            return False
+        raise
+    finally:
+        net.train(was)
+
+
+def stacks(nets: list[nn.Module], xs: torch.Tensor, settings: TrainSettings) -> bool:
+    """Whether `train` trains `nets` as one stacked ensemble: more than one, stackable, and
+    neither channels-last nor compile asked for (settings of one model, not of a vmap)."""
+    per_model = settings.channels_last or settings.compile
+    return len(nets) > 1 and not per_model and can_stack(nets[0], xs[0])
+
+
+def applied(settings: TrainSettings, device: torch.device, members: int) -> dict:
+    """The speed settings that take effect, as each record states them: bf16 autocast on an
+    accelerator with autocast; channels-last on an accelerator and compile, for a model trained
+    alone (a stacked ensemble is one vmapped function: `train` runs the members one after
+    another when either is asked for)."""
+    fast = accelerated(device)
+    return {
+        "bf16": bool(settings.bf16 and fast and torch.amp.is_autocast_available(device.type)),
+        "channels_last": bool(settings.channels_last and fast and members == 1),
+        "compile": bool(settings.compile and members == 1),
+    }
 
 
 def init_seed(seed: int, *key: object) -> None:
     """Seed torch's global generator before building a model, so its initialisation is fixed."""
     torch.manual_seed(derive_seed("init", seed, *key))
+
+
+def _autocast(device: torch.device, on: bool):
+    """bf16 autocast on `device` when `on` (see `applied`), else nothing (autocast refuses a
+    device type without it even when disabled)."""
+    return torch.autocast(device.type, torch.bfloat16) if on else contextlib.nullcontext()
 
 
 # -- the models being trained ---------------------------------------------------------------
@@ -76,13 +123,13 @@ class _One:
     """One model, trained as a plain module (its own forward, autocast, compile, clipping)."""
 
     def __init__(self, net: nn.Module, settings: TrainSettings, device: torch.device):
-        cuda = device.type == "cuda"
-        if cuda and settings.channels_last:
+        on = applied(settings, device, 1)
+        if on["channels_last"]:
             net = net.to(memory_format=torch.channels_last)
         self.nets = [net]
-        self.model = torch.compile(net) if settings.compile else net
-        self.autocast = torch.autocast("cuda", torch.bfloat16, enabled=cuda and settings.bf16)
-        self.channels_last = cuda and settings.channels_last
+        self.model = torch.compile(net) if on["compile"] else net
+        self.autocast = _autocast(device, on["bf16"])
+        self.channels_last = on["channels_last"]
         self.params = list(net.parameters())
 
     def prepare(self, xs: torch.Tensor) -> torch.Tensor:
@@ -117,8 +164,10 @@ class _One:
 class _Stacked:
     """Several models of one architecture as stacked parameters, evaluated with vmap."""
 
-    def __init__(self, nets: list[nn.Module]):
+    def __init__(self, nets: list[nn.Module], settings: TrainSettings, device: torch.device):
         self.nets = nets
+        bf16 = applied(settings, device, len(nets))["bf16"]
+        self.autocast = _autocast(device, bf16)
         for net in nets:
             net.train()
         self.stacked, self.buffers = stack_module_state(nets)  # name -> (members, ...)
@@ -137,7 +186,8 @@ class _Stacked:
 
     def loss(self, xs, ys, idx):
         """(members,) losses and (members, batch, classes) outputs of the batches `idx`."""
-        return self.batched(self.stacked, self.buffers, xs[self.rows, idx], ys[self.rows, idx])
+        with self.autocast:
+            return self.batched(self.stacked, self.buffers, xs[self.rows, idx], ys[self.rows, idx])
 
     def backward(self, loss: torch.Tensor, clip: float | None) -> None:
         grads = torch.autograd.grad(loss.sum(), self.params)
@@ -215,12 +265,12 @@ def train(
     nets' device), its batch order seeded by `orders[m]`. Returns each member's history, one
     dict per epoch (epoch, mean loss, train accuracy, last learning rate, seconds).
 
-    Several stackable models (no batch norm) train as one batched model; models with batch norm
-    train one after another. With `checkpoint`, the state after every epoch is written there
-    atomically, and a run that finds a checkpoint with the same `fingerprint` resumes from it:
-    the result equals an uninterrupted run exactly on CPU.
+    Several stackable models (`can_stack`, and neither channels-last nor compile asked for)
+    train as one batched model; the others one after another. With `checkpoint`, the state
+    after every epoch is written there atomically, and a run that finds a checkpoint with the
+    same `fingerprint` resumes from it: the result equals an uninterrupted run exactly on CPU.
     """
-    if len(nets) > 1 and not can_stack(nets[0]):
+    if len(nets) > 1 and not stacks(nets, xs, settings):
         return [
             train(
                 [net],
@@ -236,7 +286,7 @@ def train(
         ]
     m, n = len(nets), xs.shape[1]
     device = xs.device
-    members = _One(nets[0], settings, device) if m == 1 else _Stacked(nets)
+    members = _One(nets[0], settings, device) if m == 1 else _Stacked(nets, settings, device)
     xs = members.prepare(xs)
     opt = torch.optim.SGD(
         members.params,

@@ -1,0 +1,236 @@
+"""The GPU path on a CPU: every job of every study on the stand-in accelerator (tests/standin.py),
+so through the branches a GPU takes (cells trained together, NAD networks together and born on
+the device, with and without the windowed plan), asserting what a GPU run needs:
+- no CPU tensor meets a device tensor, no CPU generator feeds a device factory (it raises);
+- no synchronising read inside a training step or a NAD chunk: the reads are counted and must
+  not grow with the number of steps or chunks;
+- results equal the CPU path's within float tolerance;
+- every file a job writes loads without the device (a plain torch.load).
+Each defect found by reading b879b52 that the stand-in can see has a test here that fails on it.
+"""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import SCHEMA
+from standin import DEVICE, DeviceMixError, Record, standin
+from test_device import DATA, MEASURED, micro_config, run_every_job
+from torch import nn
+
+from nadpipe import batches, cifar
+from nadpipe import config as nc
+from nadpipe.backend import Backend, accelerated
+from nadpipe.grid import Plan
+from nadpipe.models import build
+from nadpipe.nads import compute_nads, draw_networks
+from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
+from nadpipe.train import applied, can_stack, train
+
+STANDIN = Backend(device="standin", batch_cells=4)
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cifar")
+    cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
+    cfg, _ = nc.load_config(micro_config(str(root)), SCHEMA)
+    return Plan(cfg)
+
+
+@pytest.fixture(scope="module")
+def on_cpu(plan, tmp_path_factory):
+    return run_every_job(plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def on_standin(plan, tmp_path_factory):
+    out = tmp_path_factory.mktemp("standin")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(out)  # the batches' manifests and locks (.nadpipe/) go there
+        batches.write_manifests(plan.train_cells())  # as the workflow does: siblings to batch
+        with standin() as record:
+            found = run_every_job(plan, out, STANDIN)
+    return found, record
+
+
+def test_the_standin_is_an_accelerator_that_is_neither_the_cpu_nor_the_default():
+    assert DEVICE.type != "cpu" and accelerated(DEVICE)
+    assert torch.get_default_device() != DEVICE
+    with standin() as record:
+        x = torch.randn(3, 4).to(DEVICE)
+        y = torch.zeros(3, 4, device=x.device) + x * 2  # computed, on the device
+        assert y.device == DEVICE
+        assert torch.equal(y.cpu(), 2 * x.cpu())
+        with pytest.raises(DeviceMixError, match="CPU tensor of shape"):
+            y + torch.ones(3, 4)
+        with pytest.raises(DeviceMixError, match="CPU generator"):
+            torch.randn(3, device=DEVICE, generator=torch.Generator().manual_seed(0))
+        assert float(y.sum()) == pytest.approx(float(2 * x.cpu().sum()))
+        _ = y[y > 0]
+    assert len(record.h2d) == 1 and len(record.d2h) == 3
+    assert any("boolean-mask" in s for s in record.syncs) and len(record.syncs) == 2
+
+
+def test_every_job_of_every_study_runs_on_the_standin_and_agrees_with_the_cpu(on_cpu, on_standin):
+    found, record = on_standin
+    assert set(found) == set(on_cpu)
+    for key, value in on_cpu.items():
+        other = found[key]
+        if key.startswith("nads"):  # together and born on the device: the same networks
+            overlap = np.square(value[:5] @ other[:5].T).sum() / 5
+            assert overlap > 0.999, key
+        elif key.startswith("weights"):
+            pairs = zip(value, other, strict=True) if isinstance(value, list) else [(value, other)]
+            for a, b in pairs:
+                for name in a:
+                    assert b[name].device.type == "cpu" and type(b[name]) is torch.Tensor
+                    torch.testing.assert_close(b[name], a[name], atol=1e-4, rtol=1e-3)
+        elif key.startswith("record"):
+            assert other["device"] == "standin", key
+            assert other["history"][-1]["loss"] == pytest.approx(
+                value["history"][-1]["loss"], rel=1e-4, abs=1e-5
+            ), key
+        elif key.startswith("rows"):
+            diff = (value["accuracy"] - other["accuracy"]).abs().max()
+            assert diff <= 1 / DATA["n_test"], (key, diff)
+            cols = [c for c in value.columns if c in MEASURED]
+            pd.testing.assert_frame_equal(
+                value[cols], other[cols], check_exact=False, atol=1e-3, rtol=1e-3
+            )
+    # the one-seed cells of stackable models were trained in a batch (the GPU default)
+    assert any(found[k]["trained_together"] > 1 for k in found if k.startswith("record")), {
+        k: found[k]["trained_together"] for k in found if k.startswith("record")
+    }
+    assert not record.d2h or all("save" not in w for w in record.d2h)
+
+
+def test_what_the_jobs_write_loads_without_the_device(on_standin, tmp_path):
+    found, _ = on_standin
+    for key, value in found.items():
+        if key.startswith("weights"):
+            for state in value if isinstance(value, list) else [value]:
+                assert all(type(t) is torch.Tensor and t.device.type == "cpu"
+                           for t in state.values())  # fmt: skip
+
+
+def _step_syncs(record: Record, **size) -> int:
+    """Synchronising reads of one training run of `size` (epochs, n, batch_size)."""
+    torch.manual_seed(0)
+    nets = [build(ModelSpec("mlp", {"hidden": [8]}, Shape(1, 4, 4), 2)) for _ in range(3)]
+    xs = torch.randn(3, size["n"], 1, 4, 4)
+    ys = torch.randint(0, 2, (3, size["n"]))
+    settings = TrainSettings(epochs=size["epochs"], batch_size=size["batch_size"], grad_clip=1.0)
+    record.clear()
+    with torch.no_grad():
+        nets = [n.to(DEVICE) for n in nets]
+    train(nets, xs.to(DEVICE), ys.to(DEVICE), settings, [0, 1, 2], progress=False)
+    return len(record.syncs)
+
+
+def test_no_synchronising_read_inside_a_training_step():
+    with standin() as record:
+        few = _step_syncs(record, epochs=2, n=64, batch_size=32)  # 4 steps
+        many = _step_syncs(record, epochs=2, n=64, batch_size=4)  # 32 steps
+    assert few == many, record.syncs  # reads per epoch (its log line), none per step
+    assert few <= 2 * 3 * 2  # loss and accuracy of 3 members in 2 epochs
+
+
+def test_no_synchronising_read_or_copy_inside_a_nad_chunk():
+    # 8 networks in 1 chunk or in 4: what crosses to and from the device, and the host's
+    # waits, stay the same (b879b52: every chunk's networks copied tensor by tensor)
+    spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
+    counts = {}
+    with standin() as record:
+        for windowed in (True, False):
+            for per_chunk in (8, 2):
+                settings = NadSettings(
+                    n_networks=8, networks_per_chunk=per_chunk, windowed=windowed, batch_size=512
+                )
+                record.clear()
+                compute_nads(lambda: build(spec), settings, spec.shape, DEVICE, progress=False)
+                counts[windowed, per_chunk] = (len(record.h2d), len(record.syncs))
+    for windowed in (True, False):
+        assert counts[windowed, 8] == counts[windowed, 2], counts
+    assert counts[False, 8][0] == 1  # the points x0 (b879b52: 81, one per network tensor)
+
+
+def test_nad_networks_are_born_on_the_device_without_per_tensor_copies():
+    spec = ModelSpec("vgg11", {}, Shape(3, 32, 32), 1)
+    settings = NadSettings(n_networks=2)
+    tensors = len(build(spec).state_dict())
+    with standin() as record:
+        nets = draw_networks(lambda: build(spec), settings, range(2), DEVICE)
+        assert all(p.device == DEVICE for n in nets for p in n.state_dict().values())
+    # b879b52: 2 x 62 copies; now none but batch norm's step counters (torch.tensor(0, device))
+    assert tensors == 62 and record.h2d == [] and len(record.h2d_scalars) == 2 * 8
+    plain = draw_networks(lambda: build(spec), settings, range(2), "cpu")
+    # the same seed on the same kind of device: the same network, bit for bit
+    with standin():
+        again = draw_networks(lambda: build(spec), settings, range(2), DEVICE)
+        mine, theirs = again[1].state_dict().values(), plain[1].state_dict().values()
+        pairs = [(a.cpu(), b) for a, b in zip(mine, theirs, strict=True)]
+    assert all(torch.equal(a, b) for a, b in pairs)
+
+
+class Noisy(nn.Module):
+    """No batch norm, but dropout in its forward: b879b52's can_stack let it into a batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.ReLU(), nn.Dropout(0.5))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def test_a_model_with_dropout_trains_in_a_batch_request_one_after_another():
+    x = torch.randn(2, 1, 4, 4)
+    assert not can_stack(Noisy(), x)
+    assert can_stack(nn.Sequential(nn.Flatten(), nn.Linear(16, 2)), x)
+    torch.manual_seed(0)
+    nets = [Noisy() for _ in range(2)]
+    xs, ys = torch.randn(2, 32, 1, 4, 4), torch.randint(0, 2, (2, 32))
+    settings = TrainSettings(epochs=1, batch_size=16)
+    with standin():
+        nets = [n.to(DEVICE) for n in nets]
+        hist = train(nets, xs.to(DEVICE), ys.to(DEVICE), settings, [0, 1], progress=False)
+    assert len(hist) == 2 and all(len(h) == 1 for h in hist)  # b879b52: vmap randomness error
+
+
+def test_the_record_says_which_speed_settings_took_effect():
+    wanted = TrainSettings(bf16=True, channels_last=True, compile=False)
+    assert applied(wanted, torch.device("cpu"), 1) == {
+        "bf16": False, "channels_last": False, "compile": False}  # fmt: skip
+    # a batch of cells: channels-last would be ignored inside vmap, so such cells train alone
+    on = applied(wanted, DEVICE, 1)
+    assert on["channels_last"] is True and on["bf16"] is torch.amp.is_autocast_available("standin")
+    assert applied(wanted, DEVICE, 4)["channels_last"] is False
+
+
+def test_a_device_tensor_written_to_a_file_is_refused_by_the_standin(tmp_path):
+    with standin():
+        x = torch.ones(2).to(DEVICE)
+        with pytest.raises(DeviceMixError, match="written to a file"):
+            pickle.dumps(x)
+        from nadpipe.io import save_torch
+
+        save_torch({"x": x}, tmp_path / "x.pt")  # the device rule: back to the CPU first
+    assert torch.equal(torch.load(tmp_path / "x.pt", weights_only=True)["x"], torch.ones(2))
+
+
+def test_the_standin_catches_a_tensor_made_without_a_device():
+    from test_device import relu_units_820f241
+
+    from nadpipe.models import relu_units
+
+    net = build(ModelSpec("lenet", {}, Shape(2, 32, 32), 2))
+    with standin():
+        net = net.to(DEVICE)
+        x = torch.randn(4, 2, 32, 32).to(DEVICE)
+        with pytest.raises(DeviceMixError, match="CPU tensor of shape"):
+            relu_units_820f241(net, tuple(x.shape[1:]))  # torch.zeros(1, *shape): on the CPU
+        assert relu_units(net, x) == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84
