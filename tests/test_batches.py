@@ -142,3 +142,31 @@ def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path):
     whole.communicate()
     a, b = load_torch(tmp_path / "killed/m.pt"), load_torch(tmp_path / "whole/m.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_sibling_claims_its_result_holding_no_gpu_slot(plan, tmp_path, monkeypatch):
+    # a one-slot pool whose only slot another GPU job holds: the leader trains (it takes the
+    # slot when free), then a sibling's job claims its result without waiting for the slot
+    # (b879b52: every train job held a slot for its whole life, waiting ones included)
+    import threading
+
+    from nadpipe import slots
+
+    locks = tmp_path / "slots"
+    monkeypatch.setenv(slots.SLOTS_ENV, "0")
+    monkeypatch.setenv(slots.LOCK_DIR_ENV, str(locks))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    backend = Backend(device="cpu", batch_cells=4)
+
+    def job(variant):
+        out = tmp_path / "out" / variant
+        spec = plan.train_job("fourier", "mlp", variant, (0,))
+        return train_job(spec, None, [f"{out}.pt"], [f"{out}.json"], backend, slot=1)
+
+    assert "trained with 3 sibling cell(s)" in job("f0_0")  # the leader, given the slot
+    done = []
+    with slots.gpu_slot(["0"], str(locks)):  # another GPU job holds the only slot
+        worker = threading.Thread(target=lambda: done.append(job("f1_1")), daemon=True)
+        worker.start()
+        worker.join(timeout=60)
+        assert done and "trained ahead in a batch by a sibling's job" in done[0]

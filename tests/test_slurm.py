@@ -74,6 +74,7 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
     assert test["both"] > 0.85 and test["ch1_only"] > 0.85  # LeNet learns NAD 0
     runs = pd.read_parquet(tmp_path / "results/nad_pairs/runs.parquet")
     assert len(runs) == 1 and set(runs["slurm_job_id"]) <= set(submitted)
-    assert set(runs["cuda_visible_devices"]) == {"0"}  # the fake GPU SLURM gave each job
+    # gpus.device: cpu asks SLURM for no GPU (b879b52: --gpus=1 for every job, given GPU "0")
+    assert set(runs["cuda_visible_devices"]) == {""}
     assert (runs["host"] != "").all()
     assert Path(tmp_path / "results/nad_pairs/plots/heatmap_lenet.png").stat().st_size > 10_000

@@ -48,12 +48,12 @@ class Backend:
     cudnn_benchmark: bool = True
     batch_cells: int | None = None  # cells trained together (nadpipe.batches); None: by device
 
-    def batch_size(self, device) -> int:
-        """How many cells train together on `device`: `batch_cells`, else 64 on an accelerator
-        and 1 on the CPU (where an ensemble is no faster per sample than one model)."""
+    def batch_size(self, accelerator: bool) -> int:
+        """How many cells train together: `batch_cells`, else 64 on an accelerator and 1 on the
+        CPU (where an ensemble is no faster per sample than one model)."""
         if self.batch_cells is not None:
             return self.batch_cells
-        return 64 if accelerated(device) else 1
+        return 64 if accelerator else 1
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES and not _other_device(self.device):

@@ -3,6 +3,7 @@ workflow scripts are thin calls into these. A job loads, computes and writes."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import time
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import batches, models
+from . import batches, models, slots
 from .backend import Backend, facts, on_cpu, setup
 from .batches import Member
 from .data import checksum
@@ -162,19 +163,28 @@ def train_job(
     model_outs: list[str],
     record_outs: list[str],
     backend: Backend | None = None,
+    slot: int = 0,
 ) -> str:
     """Train the model(s) of one cell, one per seed (several seeds: one batched ensemble); save
     each model's weights and its record (settings, per-epoch history, data checksum, where and
     with which library it ran). With batching on (gpus.batch_cells, nadpipe.batches), a
-    one-seed cell of a stackable model trains together with its stale sibling cells."""
+    one-seed cell of a stackable model trains together with its stale sibling cells.
+
+    `slot` > 0 (a GPU job of the workflow): a GPU slot (nadpipe.slots) is taken only to train,
+    so a cell whose batch a sibling's job is training waits for it holding no GPU."""
     job = typed(TrainJob, job) if isinstance(job, dict) else job
     backend = backend or Backend.from_env()
-    device = setup(backend)
-    size = backend.batch_size(device)
+    hold = slots.gpu_slot if slot else contextlib.nullcontext
     name = f"{job.study} {job.arch} {job.variant} seeds={list(job.seeds)}"
+    # decided before CUDA starts (the slot sets CUDA_VISIBLE_DEVICES): a GPU job batches
+    size = backend.batch_size(bool(slot) and backend.device != "cpu" and slots.gpu_expected())
+    where = []
 
     def run(members: list[Member], checkpoint: str) -> None:
-        _train(members, nads_path, device, backend, checkpoint)
+        with hold():
+            device = setup(backend)
+            where.append(device)
+            _train(members, nads_path, device, backend, checkpoint)
 
     with on_cpu():  # a probe of the architecture, not of the job's data
         batchable = not (job.train.channels_last or job.train.compile) and can_stack(
@@ -185,7 +195,7 @@ def train_job(
     else:
         outs = zip(model_outs, record_outs, strict=True)
         run([Member(job, k, m, r) for k, (m, r) in enumerate(outs)], f"{model_outs[0]}.ckpt")
-        how = f"on {device}"  # the checkpoint is not a declared output: kept after a kill
+        how = f"on {where[0]}"  # the checkpoint is not a declared output: kept after a kill
     ends = "; ".join(_outcome_line(load_json(r)) for r in record_outs)
     return f"train {name}: {ends} ({how})"
 

@@ -76,6 +76,13 @@ def _env_pool() -> list[str]:
     return [d for d in text.split(",") if d]
 
 
+def gpu_expected() -> bool:
+    """Whether a GPU job of this run will find a GPU, known without starting CUDA: a slot pool
+    (the Snakefile found GPUs) or a CUDA_VISIBLE_DEVICES naming one (SLURM's)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return bool(_env_pool()) or (given not in ("", "-1"))
+
+
 @contextlib.contextmanager
 def gpu_slot(
     slots: list[str] | None = None, lock_dir: str | None = None, poll: float = 0.5

@@ -48,6 +48,8 @@ SLOTS = slots.pool(
 if SLOTS and workflow.global_resources.get("gpu") is None:
     # without --resources gpu=N: at most one GPU job per slot at once
     workflow.register_resource("gpu", len(SLOTS))
+# the gpu resource of a compute job: none with gpus.device cpu (SLURM then asks no --gpus)
+GPU_JOB = 0 if CFG.gpus.device == "cpu" else 1
 os.environ[slots.SLOTS_ENV] = ",".join(SLOTS)
 os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(CFG.gpus.lock_dir)
 os.environ[backend.ENV] = CFG.gpus.backend().to_env()

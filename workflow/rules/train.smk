@@ -15,7 +15,7 @@ rule train:
         CONDA_ENV
     threads: 1
     resources:
-        gpu=1,
+        gpu=GPU_JOB,
     params:
         job=lambda w: plain(PLAN.train_job(w.study, w.arch, w.variant, (int(w.seed),))),
     script:
@@ -47,7 +47,7 @@ for grouped in PLAN.grouped():
             CONDA_ENV
         threads: 1
         resources:
-            gpu=1,
+            gpu=GPU_JOB,
         params:
             job=lambda w, s=grouped: plain(
                 PLAN.train_job(s, w.arch, w.variant, CFG.studies[s].seeds)

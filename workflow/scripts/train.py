@@ -11,8 +11,8 @@ summary = worker.run(
     nads[0] if nads else None,
     list(sm.output.model),
     list(sm.output.record),
+    slot=sm.resources.gpu,  # its GPU slot taken only to train, not while it waits for a batch
     log=sm.log[0],
     threads=sm.threads,
-    gpu=sm.resources.gpu,
 )
 say(summary)
