@@ -21,6 +21,7 @@ from torch import nn
 
 from nadpipe import cifar
 from nadpipe import config as nc
+from nadpipe.acceptance import DATA, micro_config  # shared with `nadpipe doctor --gpu`
 from nadpipe.backend import Backend, DeviceError, choose_device, setup
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
@@ -28,34 +29,6 @@ from nadpipe.jobs import evaluate_job, nads_job, train_job
 from nadpipe.models import build, relu_units
 from nadpipe.nads import compute_nads
 from nadpipe.settings import ModelSpec, NadSettings, Shape
-
-DATA = {"n_train": 96, "n_test": 48}
-TRAIN = {"epochs": 2, "batch_size": 32}
-
-
-def micro_config(cifar_root: str) -> dict:
-    """One cell of every study, every measure on, sizes a CPU runs in seconds."""
-    one = {"seeds": [0], "train": TRAIN}
-    return {
-        "nads": {"n_networks": 24},
-        "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [16]}}},
-        "analysis": {
-            "n_points": 8,
-            "margin_steps": 8,
-            "cross_section": {"n_points": 1, "resolution": 5},
-            "transitions": {"n_trajectories": 1, "n_points": 8},
-            "nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1023]]},
-        },
-        "cifar10": {"root": cifar_root, "verify_md5": False, "n_train": 96, "n_test": 48},
-        "nad_pairs": {"architectures": ["lenet", "mlp"], "indices": [0], **DATA, **one},
-        "single_direction": {"enabled": True, "architectures": ["lenet"], "indices": [3]}
-        | DATA
-        | one,
-        "fourier": {"enabled": True, "architectures": ["mlp"], "size": 1, **DATA, **one},
-        "cifar_nad": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
-        "poison": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
-        "flip": {"enabled": True, "architectures": ["lenet"], **one},
-    }
 
 
 @pytest.fixture(scope="module")

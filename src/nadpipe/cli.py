@@ -261,7 +261,15 @@ def _version(name: str) -> str:
 
 
 def cmd_doctor(args) -> int:
-    """What a bug report needs: versions, devices, GPU slots, Slurm, CIFAR-10."""
+    """What a bug report needs: versions, devices, GPU slots, Slurm, CIFAR-10; with --gpu, the
+    acceptance check of this machine's GPU (nadpipe.acceptance)."""
+    if args.gpu:
+        import tempfile
+
+        from . import acceptance
+
+        scratch = Path(args.scratch or tempfile.mkdtemp(prefix="nadpipe-doctor-"))
+        return acceptance.run(scratch)
     from . import __version__
     from .cifar import missing_files
     from .provenance import source_hash
@@ -437,6 +445,15 @@ def parser() -> argparse.ArgumentParser:
         "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
     )
     c.add_argument("--cifar10", default="data/cifar10", help="where CIFAR-10 is looked for")
+    c.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run the acceptance check of this "
+        "machine's GPU (every job of the smoke study on CUDA against the CPU with 1 "
+        "and 4 jobs per GPU, killed and resumed trainings, the benchmarks) and print "
+        "the table docs/speed.md needs; without CUDA, say what it would run and exit 1",
+    )
+    c.add_argument("--scratch", help="where --gpu works (default: a new temporary directory)")
     command("config", "Print every config key with its default and meaning (markdown).", cmd_config)
     return p
 

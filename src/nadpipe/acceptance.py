@@ -1,0 +1,255 @@
+"""The acceptance check of a GPU machine (`nadpipe doctor --gpu`): what the test suite's stand-in
+accelerator cannot prove, run on the real device, with the table docs/speed.md needs.
+
+1. The micro study (one cell of every study) through the real Snakemake DAG on the CPU, then on
+   CUDA with 1 and with 4 jobs per GPU: every summary row agrees with the CPU's.
+2. A training killed with SIGKILL after its third epoch and run again: alone and as a batch of
+   two cells, on CUDA with gpus.deterministic, it resumes and ends bit for bit where an
+   uninterrupted run ends.
+3. The NAD and training benchmarks (benchmarks/*.py) at sizes that finish in minutes.
+
+It runs from a checkout (the workflow, its schema and the benchmarks live there) and writes
+under a scratch directory. Without CUDA it says what it would run and fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# (name, what it checks) of every step, in order: printed before the steps run, and instead of
+# them where there is no GPU
+STEPS = [
+    ("micro-cpu", "the micro study (one cell of every study) on the CPU (snakemake --cores 4)"),
+    ("micro-gpu1", "the same on CUDA, 1 job per GPU (--resources gpu=1): rows agree with the CPU"),
+    ("micro-gpu4", "the same on CUDA, 4 jobs per GPU (--resources gpu=4): rows agree with the CPU"),
+    ("resume-alone", "LeNet killed after epoch 3 on CUDA and resumed: equals an uninterrupted run"),
+    ("resume-batch", "a batch of two LeNet cells killed and resumed likewise"),
+    ("bench-nads", "python benchmarks/nads.py --models lenet resnet18 --networks 64"),
+    ("bench-train", "python benchmarks/train.py --models mlp lenet resnet18 --epochs 1"),
+]
+TOLERANCE = 2 / 48  # accuracy GPU vs CPU: two of the micro study's 48 test images
+
+
+def plan_text() -> str:
+    return "\n".join(f"  {k + 1}. {name}: {what}" for k, (name, what) in enumerate(STEPS))
+
+
+def checkout() -> Path | None:
+    """The checkout this library runs from (an editable install), else None."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "Snakefile").exists() and (root / "benchmarks").is_dir() else None
+
+
+def commit(root: Path) -> str:
+    res = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)  # fmt: skip
+    return res.stdout.strip() or "unknown"
+
+
+DATA = {"n_train": 96, "n_test": 48}
+TRAIN = {"epochs": 2, "batch_size": 32}
+
+
+def micro_config(cifar_root: str) -> dict:
+    """The micro study: one cell of every study, every measure on, sizes a CPU runs in seconds
+    (on CIFAR-10-like files written by nadpipe.cifar.write_cifar10_like)."""
+    one = {"seeds": [0], "train": TRAIN}
+    return {
+        "nads": {"n_networks": 24},
+        "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [16]}}},
+        "analysis": {
+            "n_points": 8,
+            "margin_steps": 8,
+            "cross_section": {"n_points": 1, "resolution": 5},
+            "transitions": {"n_trajectories": 1, "n_points": 8},
+            "nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1023]]},
+        },
+        "cifar10": {"root": cifar_root, "verify_md5": False, "n_train": 96, "n_test": 48},
+        "nad_pairs": {"architectures": ["lenet", "mlp"], "indices": [0], **DATA, **one},
+        "single_direction": {"enabled": True, "architectures": ["lenet"], "indices": [3]}
+        | DATA
+        | one,
+        "fourier": {"enabled": True, "architectures": ["mlp"], "size": 1, **DATA, **one},
+        "cifar_nad": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
+        "poison": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
+        "flip": {"enabled": True, "architectures": ["lenet"], **one},
+    }
+
+
+def _snakemake(root: Path, work: Path, device: str, *extra: str) -> tuple[float, Path]:
+    """The micro study in `work` with gpus.device `device`: (seconds, its results folder)."""
+    import yaml
+
+    from .cifar import write_cifar10_like
+
+    work.mkdir(parents=True, exist_ok=True)
+    write_cifar10_like(str(work / "cifar"), n_train=96, n_test=48, seed=2)
+    config = micro_config(str(work / "cifar")) | {"gpus": {"device": device}}
+    (work / "micro.yaml").write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "-d",
+           str(work), "--configfile", str(work / "micro.yaml"), "--cores", "4", *extra]  # fmt: skip
+    start = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-4000:]}")
+    return time.perf_counter() - start, work / "results"
+
+
+def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str]]:
+    """Largest |accuracy difference| between the summaries of every study under two results
+    folders, row by row, and the devices the second ran on."""
+    import pandas as pd
+
+    key = ["arch", "variant", "seed", "split", "condition"]
+    found = sorted(p.relative_to(cpu) for p in cpu.glob("*/summary.parquet"))
+    if not found:
+        raise RuntimeError(f"no summary under {cpu}")
+    diff, devices = 0.0, set()
+    for rel in found:
+        a, b = pd.read_parquet(cpu / rel), pd.read_parquet(gpu / rel)
+        m = a.merge(b, on=key, suffixes=("_cpu", "_gpu"))
+        if len(m) != len(a) or len(a) != len(b):
+            raise RuntimeError(f"{rel}: other rows on the GPU ({len(a)}, {len(b)}, {len(m)})")
+        diff = max(diff, float((m["accuracy_cpu"] - m["accuracy_gpu"]).abs().max()))
+        devices |= set(b["device"])
+    return diff, devices
+
+
+RESUME = """
+import pickle, sys
+from nadpipe.jobs import train_job
+train_job(*pickle.load(open(sys.argv[1], "rb")))
+"""
+
+
+def _resume(work: Path, batched: bool) -> str:
+    """Kill a CUDA training after its third epoch, run it again, compare with a whole run."""
+    import pickle
+
+    import torch
+
+    from .backend import ENV, Backend
+    from .batches import ROOT, write_manifests
+    from .grid import TrainJob
+    from .io import load_json, load_torch
+    from .settings import ModelSpec, Shape, TrainSettings
+    from .studies import DataSpec
+
+    def job(variant: str) -> TrainJob:
+        shape = Shape(1, 32, 32)
+        data = (DataSpec("fourier", variant, 0, shape, (("eps", 1.0), ("sigma", 1.0),
+                ("n_train", 20000), ("n_test", 100))),)  # fmt: skip
+        return TrainJob("fourier", "lenet", variant, (0,), ModelSpec("lenet", {}, shape, 2),
+                        TrainSettings(epochs=12, lr_max=0.05), data, None,
+                        ("lenet", "fourier", variant))  # fmt: skip
+
+    backend = Backend(device="cuda", deterministic=True, batch_cells=2 if batched else 1)
+    env = {**os.environ, ENV: backend.to_env()}
+    cell = job("f0_0")
+    results = {}
+    for run in ("whole", "killed"):
+        here = work / run
+        here.mkdir(parents=True, exist_ok=True)
+        outs = [str(here / "m.pt")], [str(here / "m.json")]
+        if batched:
+            write_manifests([(cell, *(o[0] for o in outs)),
+                             (job("f1_1"), str(here / "s.pt"), str(here / "s.json"))],
+                            root=str(here / ROOT))  # fmt: skip
+        args = here / "args.pkl"
+        args.write_bytes(pickle.dumps((cell, None, *outs)))
+
+        def start(args=args, here=here):
+            cmd = [sys.executable, "-c", RESUME, str(args)]
+            pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+            return subprocess.Popen(cmd, cwd=here, env=env, **pipe)
+
+        if run == "killed":
+            proc = start()
+            deadline = time.time() + 300
+            while time.time() < deadline and proc.poll() is None:
+                ckpts = list(here.rglob("*.ckpt*"))
+                if ckpts and load_torch(ckpts[0]).get("done", 0) >= 3:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        out, _ = start().communicate()
+        if run == "killed" and "resuming from" not in out:
+            raise RuntimeError(f"the killed training did not resume:\n{out[-3000:]}")
+        results[run] = (load_torch(outs[0][0]), load_json(outs[1][0]))
+    (wa, _), (wb, rb) = results["whole"], results["killed"]
+    same = all(torch.equal(wa[k], wb[k]) for k in wa)
+    if not same:
+        raise RuntimeError("the resumed training's weights differ from the uninterrupted run's")
+    return f"bit-identical weights, trained_together {rb['trained_together']}, on {rb['device']}"
+
+
+def _bench(root: Path, script: str, *args: str) -> str:
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / script), *args],
+                         capture_output=True, text=True)  # fmt: skip
+    if res.returncode != 0:
+        raise RuntimeError(f"benchmarks/{script} failed:\n{res.stderr[-3000:]}")
+    return res.stdout.strip()
+
+
+def run(scratch: Path, say=print) -> int:
+    """Run every step on this machine's GPU; print the table for docs/speed.md. 0 when every
+    step passed, 1 otherwise."""
+    import torch
+
+    root = checkout()
+    if not torch.cuda.is_available():
+        from .backend import _no_cuda_reason
+
+        say(f"nadpipe doctor --gpu: no GPU here: {_no_cuda_reason()}. On a GPU machine it runs:")
+        say(plan_text())
+        return 1
+    if root is None:
+        say("nadpipe doctor --gpu runs from a checkout (pip install -e .): the workflow and the "
+            "benchmarks live there")  # fmt: skip
+        return 1
+    name = torch.cuda.get_device_name(0)
+    say(f"nadpipe doctor --gpu on {name}, commit {commit(root)}; scratch {scratch}")
+    say(plan_text())
+    rows, failed = [], 0
+    cpu_summary = None
+    for step, _ in STEPS:
+        start = time.perf_counter()
+        try:
+            if step == "micro-cpu":
+                _, cpu_summary = _snakemake(root, scratch / step, "cpu")
+                result = "finished"
+            elif step.startswith("micro-gpu"):
+                n = step[-1]
+                _, summary = _snakemake(root, scratch / step, "cuda", "--resources", f"gpu={n}")
+                diff, devices = compare_summaries(cpu_summary, summary)
+                if diff > TOLERANCE or "cpu" in devices:
+                    raise RuntimeError(f"|accuracy difference| {diff:.3f} on {devices}")
+                result = f"max |accuracy difference| to the CPU {diff:.3f} on {devices}"
+            elif step.startswith("resume"):
+                result = _resume(scratch / step, batched=step.endswith("batch"))
+            elif step == "bench-nads":
+                result = _bench(root, "nads.py", "--models", "lenet", "resnet18", "--networks",
+                                "64")  # fmt: skip
+            else:
+                result = _bench(root, "train.py", "--models", "mlp", "lenet", "resnet18")
+            ok = "pass"
+        except Exception as e:  # noqa: BLE001 -- every step is reported, the others still run
+            result, ok = str(e), "FAIL"
+            failed += 1
+        seconds = time.perf_counter() - start
+        rows.append((step, ok, seconds, result))
+        say(f"{step}: {ok} ({seconds:.0f} s)\n{result}")
+    say("\n| step | result | seconds | figures |\n|---|---|---|---|")
+    for step, ok, seconds, result in rows:
+        first = result.splitlines()[0] if result else ""
+        say(f"| {step} | {ok} | {seconds:.0f} | {first} |")
+    say(f"\n(device {name}, nadpipe commit {commit(root)}; full benchmark output above)")
+    (scratch / "doctor-gpu.json").write_text(json.dumps(rows, indent=1))
+    return 1 if failed else 0

@@ -1,0 +1,67 @@
+"""`nadpipe doctor --gpu` (nadpipe.acceptance): on a machine without CUDA it says what it would
+run and fails; the parts that need no GPU are checked here (the micro study's plan asks SLURM
+and the slot pool for no GPU under gpus.device cpu; the summary comparison)."""
+
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from conftest import REPO
+
+from nadpipe import acceptance
+from nadpipe.cifar import write_cifar10_like
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA the check runs in full")
+def test_doctor_gpu_without_cuda_says_what_it_would_run_and_exits_non_zero():
+    res = subprocess.run([sys.executable, "-m", "nadpipe.cli", "doctor", "--gpu"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "no GPU here" in res.stdout and "finds no usable GPU" in res.stdout
+    steps = re.findall(r"^  \d\. ([\w-]+):", res.stdout, re.M)
+    assert steps == [name for name, _ in acceptance.STEPS] and len(steps) == 7
+
+
+def _dry_run(tmp_path, device: str) -> dict[str, set[int]]:
+    """gpu resource of each rule in a dry run of the micro study with gpus.device `device`."""
+    write_cifar10_like(str(tmp_path / "cifar"), n_train=96, n_test=48, seed=2)
+    cfg = acceptance.micro_config(str(tmp_path / "cifar")) | {"gpus": {"device": device}}
+    (tmp_path / "micro.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"),
+           "-d", str(tmp_path), "--configfile", str(tmp_path / "micro.yaml")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    found: dict[str, set[int]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out.stdout + out.stderr):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        gpu = re.search(r"resources:.*\bgpu=(\d+)", block)
+        if rule and gpu:
+            found.setdefault(rule[1], set()).add(int(gpu[1]))
+    return found
+
+
+def test_a_cpu_run_asks_no_job_for_a_gpu(tmp_path):
+    # b879b52: gpu=1 on every compute rule, so SLURM asked --gpus=1 for every NAD, training and
+    # evaluation job even under gpus.device: cpu
+    cpu = _dry_run(tmp_path / "cpu", "cpu")
+    assert {"nads", "train", "evaluate"} <= set(cpu) and set().union(*cpu.values()) == {0}, cpu
+    auto = _dry_run(tmp_path / "auto", "auto")
+    assert auto["nads"] == auto["train"] == auto["evaluate"] == {1}, auto
+
+
+def test_the_summary_comparison_finds_a_difference_and_other_rows(tmp_path):
+    rows = pd.DataFrame({"arch": ["lenet"] * 2, "variant": ["i0_j0"] * 2, "seed": [0, 0],
+                         "split": ["test", "train"], "condition": ["both"] * 2,
+                         "accuracy": [0.9, 1.0], "device": ["cpu", "cpu"]})  # fmt: skip
+    for name, df in (("cpu", rows), ("gpu", rows.assign(accuracy=[0.85, 1.0], device="H100"))):
+        (tmp_path / name / "nad_pairs").mkdir(parents=True)
+        df.to_parquet(tmp_path / name / "nad_pairs" / "summary.parquet")
+    diff, devices = acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
+    assert diff == pytest.approx(0.05) and devices == {"H100"}
+    rows.iloc[:1].to_parquet(tmp_path / "gpu" / "nad_pairs" / "summary.parquet")
+    with pytest.raises(RuntimeError, match="other rows"):
+        acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
