@@ -26,21 +26,34 @@ def test_doctor_gpu_without_cuda_says_what_it_would_run_and_exits_non_zero():
     assert steps == [name for name, _ in acceptance.STEPS] and len(steps) == 7
 
 
-def _dry_run(tmp_path, device: str) -> dict[str, set[int]]:
-    """gpu resource of each rule in a dry run of the micro study with gpus.device `device`."""
+def _jobs(tmp_path, gpus: dict) -> list[dict]:
+    """Each job of a dry run of the micro study with this `gpus` block: its rule, inputs,
+    outputs and gpu resource."""
     write_cifar10_like(str(tmp_path / "cifar"), n_train=96, n_test=48, seed=2)
-    cfg = acceptance.micro_config(str(tmp_path / "cifar")) | {"gpus": {"device": device}}
+    cfg = acceptance.micro_config(str(tmp_path / "cifar")) | {"gpus": gpus}
     (tmp_path / "micro.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"),
            "-d", str(tmp_path), "--configfile", str(tmp_path / "micro.yaml")]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    found: dict[str, set[int]] = {}
+    jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out.stdout + out.stderr):
         rule = re.match(r"(?:local)?rule (\w+):", block)
-        gpu = re.search(r"resources:.*\bgpu=(\d+)", block)
-        if rule and gpu:
-            found.setdefault(rule[1], set()).add(int(gpu[1]))
+        if rule:
+            field = {k: (re.search(rf"^\s+{k}: (.*)$", block, re.M) or ["", ""])[1]
+                     for k in ("input", "output", "resources")}  # fmt: skip
+            gpu = re.search(r"\bgpu=(\d+)", field["resources"])
+            jobs.append({"rule": rule[1], "input": field["input"], "output": field["output"],
+                         "gpu": int(gpu[1]) if gpu else None})  # fmt: skip
+    return jobs
+
+
+def _dry_run(tmp_path, device: str) -> dict[str, set[int]]:
+    """gpu resource of each rule in a dry run of the micro study with gpus.device `device`."""
+    found: dict[str, set[int]] = {}
+    for job in _jobs(tmp_path, {"device": device}):
+        if job["gpu"] is not None:
+            found.setdefault(job["rule"], set()).add(job["gpu"])
     return found
 
 
@@ -65,3 +78,20 @@ def test_the_summary_comparison_finds_a_difference_and_other_rows(tmp_path):
     rows.iloc[:1].to_parquet(tmp_path / "gpu" / "nad_pairs" / "summary.parquet")
     with pytest.raises(RuntimeError, match="other rows"):
         acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
+
+
+def test_a_batch_of_cells_asks_for_one_gpu_and_its_other_cells_run_after_it(tmp_path):
+    # b879b52: every cell of a batch a GPU job (under SLURM, up to 63 idle --gpus=1 jobs per
+    # batch, each waiting for the first); now the cells of a planned chunk other than its
+    # leader ask for no GPU and take the leader's record as input: they run after it, claim
+    # their results and hold nothing while it trains
+    jobs = [
+        j for j in _jobs(tmp_path, {"device": "auto", "batch_cells": 2}) if j["rule"] == "train"
+    ]
+    leaders = [j for j in jobs if ".json" not in j["input"].replace(".npy", "")]
+    others = [j for j in jobs if j not in leaders]
+    assert leaders and others and all(j["gpu"] == 1 for j in leaders), jobs
+    assert all(j["gpu"] == 0 for j in others), others
+    outputs = {re.search(r"(\S+\.json)", j["output"])[1] for j in leaders}
+    for j in others:  # each depends on the record of a leader of its study and architecture
+        assert set(re.findall(r"(results/\S+?\.json)", j["input"])) <= outputs, j

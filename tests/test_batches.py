@@ -19,7 +19,7 @@ from nadpipe import config as nc
 from nadpipe.backend import ENV, Backend
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
-from nadpipe.jobs import train_job
+from nadpipe.jobs import stackable, train_job
 
 CONFIG = {
     "nad_pairs": {"enabled": False},
@@ -42,7 +42,8 @@ CONFIG = {
 def plan(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the manifests, locks and cache live under .nadpipe/
     p = Plan(nc.load_config(CONFIG, SCHEMA)[0])
-    batches.write_manifests(p.train_cells())
+    cells = p.train_cells()
+    batches.write_manifests(cells, batches.plan(cells, 4, stackable))
     return p
 
 
@@ -115,8 +116,8 @@ def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path):
         **{**job.train.__dict__, "epochs": 30})})  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", ENV: Backend(device="cpu", batch_cells=4).to_env()}
 
-    def start(run):
-        (tmp_path / run).mkdir()
+    def start(run, fresh=True):
+        (tmp_path / run).mkdir(exist_ok=not fresh)
         outs = [str(tmp_path / run / "m.pt")], [str(tmp_path / run / "m.json")]
         (tmp_path / f"{run}.pkl").write_bytes(pickle.dumps((job, None, *outs)))
         cmd = [sys.executable, "-c", JOB, str(tmp_path / f"{run}.pkl")]
@@ -126,15 +127,15 @@ def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path):
     # the manifest lists the 3-epoch jobs: give this job's batch its own (one cell) manifest
     batches.write_manifests([(job, "m.pt", "m.json")])
     proc = start("killed")
-    ckpts = lambda: list((tmp_path / batches.ROOT).glob("*.ckpt"))  # noqa: E731
+    # a batch of one trains alone: its checkpoint beside its model
+    ckpts = lambda: list((tmp_path / "killed").glob("*.ckpt"))  # noqa: E731
     deadline = time.time() + 120
     while not (ckpts() and load_torch(ckpts()[0])["done"] >= 3) and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert 3 <= load_torch(ckpts()[0])["done"] < 30
-    os.rename(tmp_path / "killed", tmp_path / "killed_old")
-    resumed = start("killed")
+    resumed = start("killed", fresh=False)
     out, _ = resumed.communicate()
     assert resumed.returncode == 0 and "resuming from" in out, out
     assert not ckpts()  # removed once the outputs were written

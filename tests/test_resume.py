@@ -20,6 +20,7 @@ from nadpipe import batches
 from nadpipe.backend import ENV, Backend
 from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
+from nadpipe.jobs import stackable
 from nadpipe.settings import ModelSpec, Shape, TrainSettings
 from nadpipe.studies import DataSpec
 
@@ -145,7 +146,8 @@ def _sibling(job, outs):
     other = _job(job.model.model, list(job.seeds), job.train.epochs, variant="f1_1")
     here = os.path.dirname(outs[0][0])
     entries = [(job, outs[0][0], outs[1][0]), (other, f"{here}/sib.pt", f"{here}/sib.json")]
-    batches.write_manifests(entries, root=os.path.join(here, batches.ROOT))
+    chunks = batches.plan(entries, 2, stackable)
+    batches.write_manifests(entries, chunks, root=os.path.join(here, batches.ROOT))
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from nadpipe import batches, cifar
 from nadpipe import config as nc
 from nadpipe.backend import Backend, accelerated
 from nadpipe.grid import Plan
+from nadpipe.jobs import stackable
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
 from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
@@ -50,7 +51,8 @@ def on_standin(plan, tmp_path_factory):
     out = tmp_path_factory.mktemp("standin")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(out)  # the batches' manifests and locks (.nadpipe/) go there
-        batches.write_manifests(plan.train_cells())  # as the workflow does: siblings to batch
+        cells = plan.train_cells()  # as the workflow does: chunks of cells to batch
+        batches.write_manifests(cells, batches.plan(cells, 4, stackable))
         with standin() as record:
             found = run_every_job(plan, out, STANDIN)
     return found, record

@@ -135,9 +135,10 @@ def _resume(work: Path, batched: bool) -> str:
     import torch
 
     from .backend import ENV, Backend
-    from .batches import ROOT, write_manifests
+    from .batches import ROOT, plan, write_manifests
     from .grid import TrainJob
     from .io import load_json, load_torch
+    from .jobs import stackable
     from .settings import ModelSpec, Shape, TrainSettings
     from .studies import DataSpec
 
@@ -158,9 +159,9 @@ def _resume(work: Path, batched: bool) -> str:
         here.mkdir(parents=True, exist_ok=True)
         outs = [str(here / "m.pt")], [str(here / "m.json")]
         if batched:
-            write_manifests([(cell, *(o[0] for o in outs)),
-                             (job("f1_1"), str(here / "s.pt"), str(here / "s.json"))],
-                            root=str(here / ROOT))  # fmt: skip
+            cells = [(cell, *(o[0] for o in outs)),
+                     (job("f1_1"), str(here / "s.pt"), str(here / "s.json"))]  # fmt: skip
+            write_manifests(cells, plan(cells, 2, stackable), root=str(here / ROOT))
         args = here / "args.pkl"
         args.write_bytes(pickle.dumps((cell, None, *outs)))
 

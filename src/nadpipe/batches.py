@@ -66,15 +66,74 @@ def cell_key(job) -> str:
     return _digest([plain(job), source_hash()])
 
 
-def write_manifests(entries: list[tuple[object, str, str]], root: str = ROOT) -> None:
-    """Per batch key, the cells (train job, model path, record path) that share it; written by
-    the main process before any job runs."""
+def spec_key(job) -> str:
+    """What Snakemake's params trigger sees of a cell: its train job as the rule's params."""
+    return _digest(plain(job))
+
+
+def needs_training(job, model: str, record: str) -> bool:
+    """Whether this run will train the cell, as the main process sees it before any job: its
+    outputs missing, or its record made for another spec (the rule's params changed)."""
+    from .io import load_json
+
+    if not (os.path.exists(model) and os.path.exists(record)):
+        return True
+    try:
+        return load_json(record).get("spec_key") != spec_key(job)
+    except Exception:  # noqa: BLE001 -- unreadable: its job will say so; train it anew
+        return True
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Cells planned to train together: the first (the leader) trains them all; the others'
+    jobs run after it (their input is the leader's record) and claim their results."""
+
+    key: str
+    index: int
+    leader: tuple[str, str]  # the leader's model and record paths
+    size: int
+
+
+def plan(
+    entries: list[tuple[object, str, str]], size: int, stackable: Callable[[object], bool]
+) -> dict[str, Chunk]:
+    """Per model path, the chunk its cell trains in: per batch key, the cells this run will train
+    (`needs_training`) whose model can be stacked, in the manifest's order, `size` at a time;
+    cells alone in their chunk are left out. Computed alike by the main process and every job."""
+    if size <= 1:
+        return {}
+    by_key: dict[str, list[tuple[str, str]]] = {}
+    for job, model, record in entries:
+        if needs_training(job, model, record) and stackable(job):
+            by_key.setdefault(batch_key(job), []).append((model, record))
+    out = {}
+    for key, cells in by_key.items():
+        for index, start in enumerate(range(0, len(cells), size)):
+            chunk = cells[start : start + size]
+            if len(chunk) > 1:
+                for model, _ in chunk:
+                    out[model] = Chunk(key, index, chunk[0], len(chunk))
+    return out
+
+
+def write_manifests(
+    entries: list[tuple[object, str, str]], chunks: dict[str, Chunk] | None = None, root: str = ROOT
+) -> None:
+    """Per batch key, the cells (train job, model path, record path, planned chunk) that share
+    it; written by the main process before any job runs."""
     from .io import save_json
 
     by_key: dict[str, list] = {}
     for job, model, record in entries:
+        chunk = (chunks or {}).get(model)
         by_key.setdefault(batch_key(job), []).append(
-            {"job": plain(job), "model": model, "record": record}
+            {
+                "job": plain(job),
+                "model": model,
+                "record": record,
+                "chunk": None if chunk is None else chunk.index,
+            }  # fmt: skip
         )
     for key, cells in by_key.items():
         save_json(cells, os.path.join(root, f"{key}.json"))
@@ -117,34 +176,38 @@ def train_cell(
     root: str = ROOT,
     cache: str = CACHE,
 ) -> str:
-    """Bring the cell `job` (one seed) to its outputs: its result trained ahead by a sibling's
-    job, else trained now with up to `size` - 1 stale siblings by `train(members, checkpoint)`.
-    Returns what happened, in a line."""
+    """Bring the cell `job` (one seed) to its outputs: its result trained ahead by its chunk's
+    leader, else trained now by `train(members, checkpoint)` with the stale siblings of its
+    planned chunk (at most `size` cells; see `plan`), or alone. Returns what happened, in a
+    line."""
     from .grid import TrainJob
     from .settings import typed
 
     key = batch_key(job)
-    with _locked(key, root):
+    path = os.path.join(root, f"{key}.json")
+    cells = json.load(open(path)) if os.path.exists(path) else []
+    mine = next((c for c in cells if typed(TrainJob, c["job"]) == job), None)
+    chunk = None if mine is None or size <= 1 else mine.get("chunk")
+    # one lock per planned chunk: chunks of a key train at once on several GPUs
+    with _locked(f"{key}-{chunk if chunk is not None else cell_key(job)}", root):
         own = _cached(job, cache)
         if os.path.exists(own[1]):
             os.replace(own[0], model)
             os.replace(own[1], record)
             os.rmdir(os.path.dirname(own[0]))
             return f"trained ahead in a batch by a sibling's job; moved to {model}"
-        path = os.path.join(root, f"{key}.json")
-        cells = json.load(open(path)) if os.path.exists(path) else []
-        members, room = [], size - 1
-        for cell in cells:  # in the manifest's order, whichever job leads: the same batch
+        members = [Member(job, 0, model, record)]
+        for cell in cells if chunk is not None else []:
             other = typed(TrainJob, cell["job"])
-            if other == job:
-                members.append(Member(job, 0, model, record))
-            elif room and not os.path.exists(_cached(other, cache)[1]) and _stale(cell, other):
+            if cell.get("chunk") != chunk or other == job or len(members) >= size:
+                continue
+            if not os.path.exists(_cached(other, cache)[1]) and _stale(cell, other):
                 members.append(Member(other, 0, *_cached(other, cache)))
-                room -= 1
-        if not any(m.job == job for m in members):  # not in the manifest (run outside it)
-            members.insert(0, Member(job, 0, model, record))
+        if len(members) == 1:
+            train(members, f"{model}.ckpt")  # not a declared output: kept after a kill
+            return "trained alone"
         names = ", ".join(m.name for m in members)
-        say(f"training {len(members)} cell(s) together (batch {key}): {names}")
+        say(f"training {len(members)} cell(s) together (batch {key}, chunk {chunk}): {names}")
         checkpoint = os.path.join(root, f"{key}-{_digest([m.name for m in members])}.ckpt")
         train(members, checkpoint)
         return f"trained with {len(members) - 1} sibling cell(s) in one batch"

@@ -176,8 +176,8 @@ def train_job(
     backend = backend or Backend.from_env()
     hold = slots.gpu_slot if slot else contextlib.nullcontext
     name = f"{job.study} {job.arch} {job.variant} seeds={list(job.seeds)}"
-    # decided before CUDA starts (the slot sets CUDA_VISIBLE_DEVICES): a GPU job batches
-    size = backend.batch_size(bool(slot) and backend.device != "cpu" and slots.gpu_expected())
+    # decided before CUDA starts (a slot sets CUDA_VISIBLE_DEVICES): a job that will find a GPU
+    size = backend.batch_size(backend.device != "cpu" and slots.gpu_expected())
     where = []
 
     def run(members: list[Member], checkpoint: str) -> None:
@@ -186,18 +186,24 @@ def train_job(
             where.append(device)
             _train(members, nads_path, device, backend, checkpoint)
 
-    with on_cpu():  # a probe of the architecture, not of the job's data
-        batchable = not (job.train.channels_last or job.train.compile) and can_stack(
-            models.build(job.model), torch.zeros(2, *job.model.shape)
-        )
-    if size > 1 and len(job.seeds) == 1 and batchable:
+    if len(job.seeds) == 1 and stackable(job):  # its result may wait in the batches' cache
         how = batches.train_cell(job, model_outs[0], record_outs[0], size, run)
     else:
         outs = zip(model_outs, record_outs, strict=True)
         run([Member(job, k, m, r) for k, (m, r) in enumerate(outs)], f"{model_outs[0]}.ckpt")
-        how = f"on {where[0]}"  # the checkpoint is not a declared output: kept after a kill
+        how = "trained"
+    how += f" on {where[0]}" if where else ""
     ends = "; ".join(_outcome_line(load_json(r)) for r in record_outs)
     return f"train {name}: {ends} ({how})"
+
+
+def stackable(job: TrainJob) -> bool:
+    """Whether the cell's model can train in a batch of cells (nadpipe.train.can_stack, and
+    neither channels-last nor compile asked for): a probe of the architecture, on the CPU."""
+    if job.train.channels_last or job.train.compile:
+        return False
+    with on_cpu():
+        return can_stack(models.build(job.model), torch.zeros(2, *job.model.shape))
 
 
 def _outcome_line(record: dict) -> str:
@@ -264,6 +270,7 @@ def _train(
                 "trained_with_seeds": len(m.job.seeds),
                 "trained_together": len(members),
                 "cell_key": batches.cell_key(m.job) if len(m.job.seeds) == 1 else None,
+                "spec_key": batches.spec_key(m.job),
                 "train_seconds": seconds,
                 **facts(device, backend),
                 **run_facts(),

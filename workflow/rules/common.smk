@@ -29,7 +29,6 @@ if workflow.is_main_process:  # not in a job Snakemake starts elsewhere (SLURM)
         runs.summarise_at_exit(
             PLAN.final_outputs, WARNINGS, workflow.logger_manager.get_logfile
         )
-        batches.write_manifests(PLAN.train_cells())  # the cells that can train together
 for message in WARNINGS:
     logger.warning(f"{WARNING} {message}")
 
@@ -50,6 +49,18 @@ if SLOTS and workflow.global_resources.get("gpu") is None:
     workflow.register_resource("gpu", len(SLOTS))
 # the gpu resource of a compute job: none with gpus.device cpu (SLURM then asks no --gpus)
 GPU_JOB = 0 if CFG.gpus.device == "cpu" else 1
+# grid cells trained together (nadpipe.batches): planned here, so that a chunk's other cells
+# run after its leader (their input is its record) and ask for no GPU
+BATCH = CFG.gpus.backend().batch_size(
+    bool(GPU_JOB) and (bool(SLOTS) or not workflow.local_exec)
+)
+CHUNKS = {}
+if BATCH > 1:
+    from nadpipe.jobs import stackable
+
+    CHUNKS = batches.plan(PLAN.train_cells(), BATCH, stackable)
+if workflow.is_main_process and runs.executing(workflow.output_settings.dryrun):
+    batches.write_manifests(PLAN.train_cells(), CHUNKS)  # before any job runs
 os.environ[slots.SLOTS_ENV] = ",".join(SLOTS)
 os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(CFG.gpus.lock_dir)
 os.environ[backend.ENV] = CFG.gpus.backend().to_env()
@@ -71,6 +82,18 @@ wildcard_constraints:
 
 def end_of_run(ok):
     logger.info(runs.end(ok, PLAN.final_outputs(), WARNINGS, RUN_START))
+
+
+def batch_leader(w):
+    """The record of the leader of this cell's chunk, for the chunk's other cells."""
+    model = ng.Cell(w.study, w.arch, w.variant, int(w.seed)).path(ng.MODEL) + ".pt"
+    chunk = CHUNKS.get(model)
+    return [] if chunk is None or chunk.leader[0] == model else [chunk.leader[1]]
+
+
+def train_gpu(w):
+    """A chunk's other cells claim what their leader trained: no GPU."""
+    return 0 if batch_leader(w) else GPU_JOB
 
 
 def nads_of(w):

@@ -4,6 +4,7 @@ rule train:
     input:
         nads=nads_of,
         cifar=cifar_of,
+        leader=batch_leader,
     output:
         model=["results/{study}/models/{arch}/{variant}_s{seed}.pt"],
         record=["results/{study}/models/{arch}/{variant}_s{seed}.json"],
@@ -15,7 +16,7 @@ rule train:
         CONDA_ENV
     threads: 1
     resources:
-        gpu=GPU_JOB,
+        gpu=train_gpu,
     params:
         job=lambda w: plain(PLAN.train_job(w.study, w.arch, w.variant, (int(w.seed),))),
     script:
