@@ -86,34 +86,45 @@ def needs_training(job, model: str, record: str) -> bool:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Cells planned to train together: the first (the leader) trains them all; the others'
-    jobs run after it (their input is the leader's record) and claim their results."""
+    """Cells that train together when they train in the same run: the first (the leader)
+    trains the stale ones; the others take its record as an `ancient` input (no rerun when it
+    changes), so that their jobs run after it and claim their results."""
 
     key: str
     index: int
-    leader: tuple[str, str]  # the leader's model and record paths
-    size: int
+    leader: tuple[object, str, str]  # the leader's train job, model and record paths
+
+    def leads(self, model: str) -> bool:
+        return self.leader[1] == model
+
+    def trains_ahead(self, job, model: str, record: str) -> bool:
+        """Whether this run's leader will train the cell `job` for it: both need training.
+        Such a cell's job only claims its result: it asks for no GPU."""
+        return not self.leads(model) and (
+            needs_training(job, model, record) and needs_training(*self.leader)
+        )
 
 
 def plan(
     entries: list[tuple[object, str, str]], size: int, stackable: Callable[[object], bool]
 ) -> dict[str, Chunk]:
-    """Per model path, the chunk its cell trains in: per batch key, the cells this run will train
-    (`needs_training`) whose model can be stacked, in the manifest's order, `size` at a time;
-    cells alone in their chunk are left out. Computed alike by the main process and every job."""
+    """Per model path, the chunk of its cell: per batch key, the cells whose model can be
+    stacked, in the manifest's order, `size` at a time (cells alone in a chunk left out). Fixed
+    by the config, not by what is stale, so that a cell's inputs do not change from run to run
+    (Snakemake would rerun it)."""
     if size <= 1:
         return {}
-    by_key: dict[str, list[tuple[str, str]]] = {}
+    by_key: dict[str, list] = {}
     for job, model, record in entries:
-        if needs_training(job, model, record) and stackable(job):
-            by_key.setdefault(batch_key(job), []).append((model, record))
+        if stackable(job):
+            by_key.setdefault(batch_key(job), []).append((job, model, record))
     out = {}
     for key, cells in by_key.items():
         for index, start in enumerate(range(0, len(cells), size)):
             chunk = cells[start : start + size]
             if len(chunk) > 1:
-                for model, _ in chunk:
-                    out[model] = Chunk(key, index, chunk[0], len(chunk))
+                for _, model, _ in chunk:
+                    out[model] = Chunk(key, index, chunk[0])
     return out
 
 

@@ -191,8 +191,9 @@ def train_job(
     else:
         outs = zip(model_outs, record_outs, strict=True)
         run([Member(job, k, m, r) for k, (m, r) in enumerate(outs)], f"{model_outs[0]}.ckpt")
-        how = "trained"
-    how += f" on {where[0]}" if where else ""
+        how = "trained alone"
+    if how == "trained alone":
+        how = f"on {where[0]}"  # as a cell trained alone always said
     ends = "; ".join(_outcome_line(load_json(r)) for r in record_outs)
     return f"train {name}: {ends} ({how})"
 

@@ -84,16 +84,25 @@ def end_of_run(ok):
     logger.info(runs.end(ok, PLAN.final_outputs(), WARNINGS, RUN_START))
 
 
+def _cell(w):
+    """(train job, model, record) of a one-seed train job's wildcards, and its chunk."""
+    cell = ng.Cell(w.study, w.arch, w.variant, int(w.seed))
+    job = PLAN.train_job(w.study, w.arch, w.variant, (cell.seed,))
+    model = cell.path(ng.MODEL)
+    return (job, model + ".pt", model + ".json"), CHUNKS.get(model + ".pt")
+
+
 def batch_leader(w):
-    """The record of the leader of this cell's chunk, for the chunk's other cells."""
-    model = ng.Cell(w.study, w.arch, w.variant, int(w.seed)).path(ng.MODEL) + ".pt"
-    chunk = CHUNKS.get(model)
-    return [] if chunk is None or chunk.leader[0] == model else [chunk.leader[1]]
+    """The record of the leader of this cell's chunk (ancient: only an order), for the
+    chunk's other cells."""
+    (_, model, _), chunk = _cell(w)
+    return [] if chunk is None or chunk.leads(model) else [ancient(chunk.leader[2])]
 
 
 def train_gpu(w):
-    """A chunk's other cells claim what their leader trained: no GPU."""
-    return 0 if batch_leader(w) else GPU_JOB
+    """A cell that its chunk's leader trains in this run claims its result: no GPU."""
+    cell, chunk = _cell(w)
+    return 0 if chunk is not None and chunk.trains_ahead(*cell) else GPU_JOB
 
 
 def nads_of(w):
