@@ -116,6 +116,9 @@ def test_pool_size_comes_from_config_then_resource_then_gpus_times_jobs_per_gpu(
     assert slots.slot_count(None, None, 8) == 8
     assert slots.slot_count(None, None, 2, jobs_per_gpu=4) == 8
     assert slots.slot_count(None, 4, 0) == slots.slot_count(3, None, 0) == 0  # no GPU: no pool
+    # huge counts (--resources gpu=10**9) are capped at MAX_PER_GPU a GPU, not built as a list
+    assert slots.slot_count(None, 10**9, 2) == slots.slot_count(10**9, None, 2) == 2 * 256
+    assert len(slots.pool(slots.slot_count(None, 10**9, 1), ["0"])) == 256
     if not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/dev/kfd"):
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
         code = "from nadpipe.slots import visible_gpus; import sys; print(visible_gpus(), "

@@ -44,17 +44,22 @@ def visible_gpus() -> list[str]:
     return [str(k) for k in range(torch.cuda.device_count())]
 
 
+MAX_PER_GPU = 256  # jobs sharing one GPU: beyond this they only wait (and a pool is a list)
+
+
 def slot_count(configured: int | None, resource: object, gpus: int, jobs_per_gpu: int = 1) -> int:
     """How many GPU jobs run at once: `gpus.slots` when set, else the `gpu` resource of the
-    command line (`--resources gpu=N`), else `gpus` x `jobs_per_gpu`; 0 without a GPU."""
+    command line (`--resources gpu=N`), else `gpus` x `jobs_per_gpu`; 0 without a GPU; at most
+    MAX_PER_GPU per GPU (`--resources gpu=1000000000` would otherwise build that many slots)."""
     if gpus == 0:
         return 0
     if configured is not None:
-        return configured
-    value = getattr(resource, "value", resource)  # Snakemake 9 wraps resources
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return gpus * jobs_per_gpu
+        count = configured
+    else:
+        value = getattr(resource, "value", resource)  # Snakemake 9 wraps resources
+        usable = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        count = value if usable else gpus * jobs_per_gpu
+    return min(count, gpus * MAX_PER_GPU)
 
 
 def pool(n_slots: int, gpus: list[str]) -> list[str]:
