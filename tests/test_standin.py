@@ -236,3 +236,31 @@ def test_the_standin_catches_a_tensor_made_without_a_device():
         with pytest.raises(DeviceMixError, match="CPU tensor of shape"):
             relu_units_820f241(net, tuple(x.shape[1:]))  # torch.zeros(1, *shape): on the CPU
         assert relu_units(net, x) == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84
+
+
+@pytest.mark.parametrize("option", ["channels_last", "compile"])
+def test_a_model_trained_alone_with_channels_last_or_compile_on_the_standin_equals_the_cpu(option):
+    # the per-model settings of the GPU path (bf16 needs autocast, which the stand-in lacks)
+    spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 2)
+    gen = torch.Generator().manual_seed(0)
+    xs, ys = (
+        torch.randn(1, 64, 1, 32, 32, generator=gen),
+        torch.randint(0, 2, (1, 64), generator=gen),
+    )
+
+    def trained(device, **options):
+        torch.manual_seed(0)
+        net = build(spec)
+        settings = TrainSettings(epochs=2, batch_size=16, **options)
+        with standin():
+            net = net.to(device)
+            hist = train([net], xs.to(device), ys.to(device), settings, [0], progress=False)
+            weights = {k: v.cpu() for k, v in net.state_dict().items()}
+        return hist[0][-1]["loss"], weights, applied(settings, torch.device(device), 1)
+
+    loss, weights, _ = trained("cpu")
+    loss_on, weights_on, on = trained(DEVICE, **{option: True})
+    assert on[option] is True
+    assert loss_on == pytest.approx(loss, rel=1e-5)
+    for name, w in weights.items():
+        torch.testing.assert_close(weights_on[name], w, atol=1e-5, rtol=1e-4)
