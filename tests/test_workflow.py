@@ -466,7 +466,9 @@ def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_pa
     assert second.returncode != 0
     assert f"another run is executing jobs in this directory (snakemake pid {first.pid}" in out
     assert "--rerun-incomplete" not in out and "wait for it to end" in out.lower()
-    assert "A dry run" in out and snakemake(copy, "-n", "--cores", "1").returncode == 0
+    # no advice that can fail meanwhile: b879b52 said "a dry run works meanwhile", and
+    # Snakemake's -n raises IncompleteFilesException while a job of the first run finishes
+    assert "dry run" not in out
     first.wait(timeout=300)
     assert first.returncode == 0
     # what it says to do: run the command again once the first has ended

@@ -130,8 +130,7 @@ def take_lock(path: str = LOCK) -> str:
         raise RunInProgress(
             f"another run is executing jobs in this directory ({holder}); it holds {path}. "
             "Two runs would build the same files. Wait for it to end (its jobs' logs are under "
-            "logs/), then run your command again: it picks up where that run stopped. (A dry "
-            "run, snakemake -n, works meanwhile.)"
+            "logs/), then run your command again: it picks up where that run stopped."
         ) from None
     f.seek(0)
     last = f.read().strip()
