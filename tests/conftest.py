@@ -37,3 +37,28 @@ def pytest_collection_modifyitems(items):
 def unit_vector():
     v = torch.randn(1024, generator=torch.Generator().manual_seed(3))
     return v / v.norm()
+
+
+@pytest.fixture(scope="module")
+def micro_plan(tmp_path_factory):
+    """The plan of the micro study (nadpipe.acceptance: one cell of every study) on
+    CIFAR-10-like files."""
+    from nadpipe import cifar
+    from nadpipe import config as nc
+    from nadpipe.acceptance import micro_config
+    from nadpipe.grid import Plan
+
+    root = tmp_path_factory.mktemp("cifar")
+    cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
+    cfg, _ = nc.load_config(micro_config(str(root)), SCHEMA)
+    return Plan(cfg)
+
+
+@pytest.fixture(scope="module")
+def micro_on_cpu(micro_plan, tmp_path_factory):
+    """What every job of the micro study writes on the CPU (test_device.run_every_job)."""
+    from test_device import run_every_job
+
+    from nadpipe.backend import Backend
+
+    return run_every_job(micro_plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))

@@ -16,12 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import SCHEMA
 from torch import nn
 
-from nadpipe import cifar
-from nadpipe import config as nc
-from nadpipe.acceptance import DATA, micro_config  # shared with `nadpipe doctor --gpu`
+from nadpipe.acceptance import DATA  # shared with `nadpipe doctor --gpu`
 from nadpipe.backend import Backend, DeviceError, choose_device, setup
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
@@ -29,14 +26,6 @@ from nadpipe.jobs import evaluate_job, nads_job, train_job
 from nadpipe.models import build, relu_units
 from nadpipe.nads import compute_nads
 from nadpipe.settings import ModelSpec, NadSettings, Shape
-
-
-@pytest.fixture(scope="module")
-def plan(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cifar")
-    cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
-    cfg, _ = nc.load_config(micro_config(str(root)), SCHEMA)
-    return Plan(cfg)
 
 
 def run_every_job(plan: Plan, out, backend: Backend) -> dict:
@@ -73,17 +62,12 @@ def run_every_job(plan: Plan, out, backend: Backend) -> dict:
 MEASURED = ["accuracy", "loss", "reliance_deg", "margin_v1", "jacobian_norm_test"]
 
 
-@pytest.fixture(scope="module")
-def on_cpu(plan, tmp_path_factory):
-    return run_every_job(plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))
-
-
-def test_every_job_computes_on_its_device_only(plan, on_cpu, tmp_path):
+def test_every_job_computes_on_its_device_only(micro_plan, micro_on_cpu, tmp_path):
     # a tensor made without a device below a job would land on "meta" and fail
     with torch.device("meta"):
-        guarded = run_every_job(plan, tmp_path, Backend(device="cpu"))
-    assert set(guarded) == set(on_cpu)
-    for key, value in on_cpu.items():
+        guarded = run_every_job(micro_plan, tmp_path, Backend(device="cpu"))
+    assert set(guarded) == set(micro_on_cpu)
+    for key, value in micro_on_cpu.items():
         other = guarded[key]
         if key.startswith("nads"):
             assert np.array_equal(value, other), key
@@ -99,7 +83,7 @@ def test_every_job_computes_on_its_device_only(plan, on_cpu, tmp_path):
             pd.testing.assert_frame_equal(value[cols], other[cols])
         else:
             assert all(np.array_equal(value[k], other[k]) for k in value), key
-    rows = on_cpu["rows nad_pairs"]
+    rows = micro_on_cpu["rows nad_pairs"]
     assert rows["relu_units"].iloc[0] == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84  # LeNet, 2 ch.
 
 
@@ -175,9 +159,9 @@ print("new", sorted(m for m in set(sys.modules) - before if m.startswith("torch"
 
 
 @pytest.mark.gpu
-def test_every_job_on_cuda_agrees_with_the_cpu(plan, on_cpu, tmp_path):
-    on_gpu = run_every_job(plan, tmp_path, Backend(device="cuda", deterministic=True))
-    for key, value in on_cpu.items():
+def test_every_job_on_cuda_agrees_with_the_cpu(micro_plan, micro_on_cpu, tmp_path):
+    on_gpu = run_every_job(micro_plan, tmp_path, Backend(device="cuda", deterministic=True))
+    for key, value in micro_on_cpu.items():
         other = on_gpu[key]
         if key.startswith("nads"):  # the same leading NADs (sign fixed), to float tolerance
             overlap = np.square(value[:5] @ other[:5].T).sum() / 5
@@ -191,9 +175,9 @@ def test_every_job_on_cuda_agrees_with_the_cpu(plan, on_cpu, tmp_path):
 
 
 @pytest.mark.gpu
-def test_deterministic_cuda_jobs_repeat_bit_for_bit(plan, tmp_path):
+def test_deterministic_cuda_jobs_repeat_bit_for_bit(micro_plan, tmp_path):
     runs = [
-        run_every_job(plan, tmp_path / f"run{k}", Backend(device="cuda", deterministic=True))
+        run_every_job(micro_plan, tmp_path / f"run{k}", Backend(device="cuda", deterministic=True))
         for k in (0, 1)
     ]
     for key, value in runs[0].items():

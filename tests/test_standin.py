@@ -15,15 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import SCHEMA
 from standin import DEVICE, DeviceMixError, Record, standin
-from test_device import DATA, MEASURED, micro_config, run_every_job
+from test_device import DATA, MEASURED, run_every_job
 from torch import nn
 
-from nadpipe import batches, cifar
-from nadpipe import config as nc
+from nadpipe import batches
 from nadpipe.backend import Backend, accelerated
-from nadpipe.grid import Plan
 from nadpipe.jobs import stackable
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
@@ -34,27 +31,14 @@ STANDIN = Backend(device="standin", batch_cells=4)
 
 
 @pytest.fixture(scope="module")
-def plan(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cifar")
-    cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
-    cfg, _ = nc.load_config(micro_config(str(root)), SCHEMA)
-    return Plan(cfg)
-
-
-@pytest.fixture(scope="module")
-def on_cpu(plan, tmp_path_factory):
-    return run_every_job(plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))
-
-
-@pytest.fixture(scope="module")
-def on_standin(plan, tmp_path_factory):
+def on_standin(micro_plan, tmp_path_factory):
     out = tmp_path_factory.mktemp("standin")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(out)  # the batches' manifests and locks (.nadpipe/) go there
-        cells = plan.train_cells()  # as the workflow does: chunks of cells to batch
+        cells = micro_plan.train_cells()  # as the workflow does: chunks of cells to batch
         batches.write_manifests(cells, batches.plan(cells, 4, stackable))
         with standin() as record:
-            found = run_every_job(plan, out, STANDIN)
+            found = run_every_job(micro_plan, out, STANDIN)
     return found, record
 
 
@@ -76,10 +60,12 @@ def test_the_standin_is_an_accelerator_that_is_neither_the_cpu_nor_the_default()
     assert any("boolean-mask" in s for s in record.syncs) and len(record.syncs) == 2
 
 
-def test_every_job_of_every_study_runs_on_the_standin_and_agrees_with_the_cpu(on_cpu, on_standin):
+def test_every_job_of_every_study_runs_on_the_standin_and_agrees_with_the_cpu(
+    micro_on_cpu, on_standin
+):
     found, record = on_standin
-    assert set(found) == set(on_cpu)
-    for key, value in on_cpu.items():
+    assert set(found) == set(micro_on_cpu)
+    for key, value in micro_on_cpu.items():
         other = found[key]
         if key.startswith("nads"):  # together and born on the device: the same networks
             overlap = np.square(value[:5] @ other[:5].T).sum() / 5
