@@ -159,7 +159,7 @@ def test_a_sibling_claims_its_result_holding_no_gpu_slot(plan, tmp_path, monkeyp
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     backend = Backend(device="cpu", batch_cells=4)
 
-    def job(variant):
+    def job(variant, backend=backend):
         out = tmp_path / "out" / variant
         spec = plan.train_job("fourier", "mlp", variant, (0,))
         return train_job(spec, None, [f"{out}.pt"], [f"{out}.json"], backend, slot=1)
@@ -171,3 +171,6 @@ def test_a_sibling_claims_its_result_holding_no_gpu_slot(plan, tmp_path, monkeyp
         worker.start()
         worker.join(timeout=60)
         assert done and "trained ahead in a batch by a sibling's job" in done[0]
+    # a sibling whose job finds no GPU (a CPU node under SLURM: no batching there) claims too
+    alone = Backend(device="cpu")
+    assert "trained ahead in a batch by a sibling's job" in job("f0_1", alone)

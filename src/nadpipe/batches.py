@@ -166,6 +166,11 @@ def _cached(job, cache: str) -> tuple[str, str]:
     return os.path.join(folder, "model.pt"), os.path.join(folder, "record.json")
 
 
+def trained_ahead(job, cache: str = CACHE) -> bool:
+    """Whether the cell `job`'s result waits in the cache, trained by its chunk's leader."""
+    return os.path.exists(_cached(job, cache)[1])
+
+
 def _stale(cell: dict, job) -> bool:
     """Whether a sibling's result on disk is missing or was made for another spec."""
     from .io import load_json

@@ -186,7 +186,8 @@ def train_job(
             where.append(device)
             _train(members, nads_path, device, backend, checkpoint)
 
-    if len(job.seeds) == 1 and stackable(job):  # its result may wait in the batches' cache
+    # a cell whose result a leader trained ahead (whatever this job's device), or that may lead
+    if len(job.seeds) == 1 and (batches.trained_ahead(job) or size > 1 and stackable(job)):
         how = batches.train_cell(job, model_outs[0], record_outs[0], size, run)
     else:
         outs = zip(model_outs, record_outs, strict=True)
