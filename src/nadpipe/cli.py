@@ -18,7 +18,7 @@ from pathlib import Path
 EXAMPLES = {
     "nads": "nadpipe nads --model lenet --n-networks 1100 --out lenet.npy\n"
     "  nadpipe nads --model mynets:small_cnn --kwargs '{\"width\": 32}' --shape 3,32,32 "
-    "--estimator gradient --out small_cnn.pt",
+    "--n-networks 200 --out small_cnn.pt",
     "plot-nads": "nadpipe plot-nads lenet.pt --out lenet_nads.png",
     "compare": "nadpipe compare results/nads/lenet.npy NADs/LeNet_NADs.npy",
     "versus": "nadpipe versus results/single_direction/summary.parquet nads.csv --arch lenet "
@@ -369,8 +369,9 @@ def parser() -> argparse.ArgumentParser:
         "--estimator",
         choices=("dipole", "gradient"),
         default=d.estimator,
-        help="dipole: the NAD paper's central difference with step h (default); gradient: "
-        "the exact input gradient (faster)",
+        help="dipole: the NAD paper's central difference with step h (default; the published "
+        "NADs); gradient: the input gradient at x0 by autograd: cheaper, but another object, "
+        "not the published NADs (the step-0 limit of the dipole)",
     )
     c.add_argument("--step", type=_finite, default=d.step, help=f"dipole step h (default {d.step})")
     c.add_argument(

@@ -6,7 +6,8 @@ Two estimators of the sensitivity:
 - "dipole" (default, the NAD paper's): per input coordinate k the central difference
   (f(x0 + h e_k) - f(x0 - h e_k)) / 2h with a large step h (default 100), the response to a
   "discriminative dipole", nearly independent of x0. The published NADs rest on it.
-- "gradient": the exact input gradient at x0 by autograd.
+- "gradient": the input gradient at x0 by autograd: the dipole's step-0 limit, another object
+  than the published NADs (told once per process, `_warn_gradient`).
 
 Network k is a real module built under its own seed, exactly as PyTorch initialises it (a custom
 initialisation included), whichever path evaluates it. The covariance is centred over networks
@@ -30,7 +31,7 @@ from .backend import accelerated, born_on, cuda_rng_state, set_cuda_rng_state
 from .data import Shape
 from .dipole import WindowedDipole
 from .io import derive_seed, generator
-from .log import progress_bar, say
+from .log import progress_bar, say, warn
 from .settings import MAX_FULL_D, NadSettings
 
 KS = (1, 10, 50, 100)  # the split-half overlaps reported
@@ -119,7 +120,7 @@ def dipole_sensitivity(
 
 
 def gradient_sensitivity(net: nn.Module, x0: torch.Tensor) -> torch.Tensor:
-    """(n_points, d) exact input gradients of the single logit at each x0."""
+    """(n_points, d) input gradients of the single logit at each x0 (autograd)."""
     device = next(net.parameters()).device
     x = x0.to(device).clone().requires_grad_(True)
     (g,) = torch.autograd.grad(net(x)[:, 0].sum(), x)  # eval mode: points independent
@@ -389,6 +390,8 @@ def compute_nads(
     """The NAD artifact of the networks `build` makes (single logit, inputs of `shape`):
     vectors (k, d) float32 (row k = NAD k), eigenvalues, the split-half diagnostics and the
     settings. Raise NadError when a sensitivity is not finite (the network's output overflows)."""
+    if settings.estimator == "gradient":
+        _warn_gradient()
     g = sample_sensitivities(build, settings, shape, device, progress, together)
     bad = (~torch.isfinite(g)).any(dim=1).reshape(settings.n_networks, -1).any(dim=1)
     if bad.any():
@@ -417,6 +420,20 @@ def compute_nads(
         "settings": asdict(settings),
         "device": torch.device(device).type,
     }
+
+
+_GRADIENT_TOLD = []
+
+
+def _warn_gradient() -> None:
+    """Say once per process that the gradient estimator does not estimate the published NADs."""
+    if not _GRADIENT_TOLD:
+        _GRADIENT_TOLD.append(True)
+        warn(
+            "NADs with the gradient estimator: the input gradient at x0, the dipole's step-0 "
+            "limit, not the published NADs (those rest on the step-100 dipole, the default); "
+            "compare them with published NADs only knowing that"
+        )
 
 
 def isotropy(g: torch.Tensor, top: float) -> dict:
