@@ -527,6 +527,10 @@ def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishe
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "the last run in this directory was killed" in out
     assert f"snakemake pid {proc.pid}" in out
+    # Snakemake stopped on its lock: no false last line (b879b52: "nadpipe: nothing to do,
+    # every result is up to date: results/nad_pairs/summary.parquet", which did not exist)
+    assert "LockException" in out or "cannot be locked" in out
+    assert "nothing to do" not in out
     steps = re.findall(r"`([^`]+)`", out.split("was killed")[1])
     pids = [int(p) for p in re.search(r"\(pids ([\d ]+)\)", out)[1].split()]
     assert set(pids) == {job.pid for job in jobs} and pids

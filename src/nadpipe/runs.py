@@ -260,13 +260,26 @@ def up_to_date(outputs: list[str], warnings: list[str], logs: str = "logs") -> s
 def summarise_at_exit(
     outputs: Callable[[], list[str]], warnings: list[str], logfiles: Callable[[], list[str]]
 ) -> None:
-    """When this run ends without its end-of-run summary (Snakemake found nothing to do), say
-    `up_to_date` on stderr and in Snakemake's log file."""
+    """When this run ends without its end-of-run summary because Snakemake found nothing to do
+    (it said so through its logger), say `up_to_date` on stderr and in Snakemake's log file.
+    A run that ends otherwise before any job (Snakemake's lock held by a killed run, an error
+    of its own) gets no line from nadpipe: Snakemake's message is the last word."""
+    import logging
+
+    from snakemake.common import NOTHING_TO_BE_DONE_MSG
 
     logs = os.path.abspath("logs")  # Snakemake may have left the working directory by then
+    said = []
+
+    class Nothing(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == NOTHING_TO_BE_DONE_MSG:
+                said.append(True)
+
+    logging.getLogger("snakemake.logging").addHandler(Nothing())
 
     def at_exit() -> None:
-        if _ended:
+        if _ended or not said:  # b879b52 said "nothing to do" after a LockException too
             return
         text = up_to_date(outputs(), warnings, logs)
         print(text, file=sys.stderr, flush=True)
