@@ -61,6 +61,15 @@ def test_your_own_architecture_lines_run_as_written(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
     assert set(df["arch"]) == {"lenet", "small_cnn"} and df["accuracy"].between(0, 1).all()
+    # a layer of mynets.py edited: its NADs and trainings are planned again, LeNet's are not
+    # (b879b52: "Nothing to be done")
+    (tmp_path / "mynets.py").write_text(mynets.replace("nn.MaxPool2d(2)", "nn.AvgPool2d(2)", 1))
+    res = subprocess.run([*snakemake, "-n", *smoke[3:]], cwd=tmp_path, capture_output=True,
+                         text=True)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
+    assert jobs["nads"] == "1" and "results/nads/small_cnn.pt" in res.stdout
+    assert "results/nads/lenet.pt" not in res.stdout and jobs["train"] == str(len(df) // 6 // 2)
 
 
 def test_the_command_line_block_runs_as_written(tmp_path):

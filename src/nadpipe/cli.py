@@ -96,13 +96,14 @@ def cmd_nads(args) -> int:
     from .log import say, warn
     from .models import KwargsError, ModelError, build, check_model
     from .nads import NadError, compute_nads, overlaps_line
+    from .provenance import source_digest
     from .settings import FLAGS, ModelSpec, NadSettings, nad_problem
 
     settings = NadSettings(
         estimator=args.estimator, step=args.step, n_networks=args.n_networks,
         n_points=args.n_points, seed=args.seed, windowed=not args.no_windows, top_k=args.top_k,
     )  # fmt: skip
-    spec = ModelSpec(args.model, args.kwargs, args.shape, 1)
+    spec = ModelSpec(args.model, args.kwargs, args.shape, 1, source_digest(args.model))
     out = Path(args.out)
     try:  # every argument before any work
         why = nad_problem(settings, args.shape, FLAGS)

@@ -15,6 +15,7 @@ from itertools import product
 
 from .config import Config
 from .io import file_sha256
+from .provenance import source_digest
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
 from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure, split_protocol, with_protocol
 
@@ -143,16 +144,15 @@ class Plan:
 
     def nad_job(self, arch: str) -> NadJob:
         a = self.cfg.arch(arch)
-        model = ModelSpec(a.model, a.kwargs, a.shape, 1)
+        model = ModelSpec(a.model, a.kwargs, a.shape, 1, source_digest(a.model))
         digest = self._digest(a.nads_file) if a.nads_file else None
         return NadJob(arch, model, self.cfg.nad_config(arch).compute(), a.nads_file, digest)
 
     def model_spec(self, study: str, arch: str) -> ModelSpec:
         a = self.cfg.arch(arch)
         entry = REGISTRY[study]
-        return ModelSpec(
-            a.model, a.kwargs, entry.input_shape(self.cfg.nad_shape(arch)), entry.classes
-        )
+        shape = entry.input_shape(self.cfg.nad_shape(arch))
+        return ModelSpec(a.model, a.kwargs, shape, entry.classes, source_digest(a.model))
 
     def data_spec(self, study: str, arch: str, variant: str, seed: int) -> DataSpec:
         """What a cell's data depend on: its protocol's data settings; the variant without the

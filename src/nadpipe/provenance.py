@@ -9,16 +9,20 @@ recomputes it; it never reruns by itself.
 
 from __future__ import annotations
 
+import ast
 import functools
 import glob
 import hashlib
+import importlib.util
 import json
 import os
+import sys
 from collections import defaultdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import __version__
+from .settings import REGISTRY_NAMES
 
 PACKAGE = Path(__file__).resolve().parent
 KEYS = ("nadpipe_version", "nadpipe_source", "torch_version")
@@ -107,3 +111,70 @@ def stale_message(found: dict[str, list[str]]) -> str | None:
         f"(it sees changes to the workflow scripts, not to the library). If the change matters "
         f"for them, recompute them and everything made from them with: {command}"
     )
+
+
+# -- a user model's code, part of its spec (nadpipe.grid.Plan.model_spec) -------------------
+
+
+def _module_file(name: str, near: str | None = None) -> str | None:
+    """The source file of module `name` (found, not imported), if it is a .py file; with
+    `near`, only one in that directory (a module beside it, or a package there)."""
+    if near is not None:
+        top = name.split(".")[0]
+        candidates = [os.path.join(near, f"{top}.py"), os.path.join(near, top, "__init__.py")]
+        if not any(os.path.exists(c) for c in candidates):
+            return None
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None)
+    return origin if origin and origin.endswith(".py") and os.path.exists(origin) else None
+
+
+def _local_imports(path: str) -> set[str]:
+    """Names of the modules `path` imports (absolute imports, and relative ones resolved in
+    its directory)."""
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                names.add(node.module)
+            elif node.level:  # relative: files of this package's directory
+                names |= {f"{node.module}" if node.module else a.name for a in node.names}
+    return names
+
+
+def source_digest(model: str) -> str:
+    """sha256 (16 hex digits) of a user model's module file and of every module beside it that
+    it imports, recursively ("" for a registry model, whose code is nadpipe's): part of the
+    model's spec, so that editing the builder, or a layer it imports from the same directory,
+    reruns the NADs and trainings of the architectures that use it."""
+    if model in REGISTRY_NAMES or ":" not in model:
+        return ""
+    first = _module_file(model.partition(":")[0])
+    if first is None:
+        return ""
+    digest, seen, todo = hashlib.sha256(), set(), [first]
+    while todo:
+        path = os.path.realpath(todo.pop())
+        if path in seen:
+            continue
+        seen.add(path)
+        folder = os.path.dirname(path)
+        for name in sorted(_local_imports(path)):
+            found = _module_file(name, near=folder)
+            if found is not None:
+                todo.append(found)
+    for path in sorted(seen):
+        digest.update(os.path.basename(path).encode() + b"\0" + open(path, "rb").read())
+    return digest.hexdigest()[:16]

@@ -61,6 +61,7 @@ class ModelSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     shape: Shape = DEFAULT_SHAPE
     classes: int = 2
+    source: str = ""  # a user model's code: sha256 of its module and what it imports beside it
 
     def describe(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
