@@ -210,3 +210,27 @@ def test_doctor_names_what_a_bug_report_needs(tmp_path):
 
 def test_config_prints_the_table_of_keys():
     assert nadpipe("config").stdout == reference_table(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [  # b879b52: exit 0 with an empty or meaningless table, or a traceback after the work
+        (["compare", "a.npy", "b.npy", "-k", "0"], "-k: 0 is less than the minimum of 1"),
+        (["compare", "a.npy", "b.npy", "-k", "10", "5000"],
+         "-k 5000: the bases have 64 and 63 NADs, so k can be at most 63"),
+        (["compare", "a.npy", "b.npy", "--first", "-1"], "--first: -1 is less than the minimum"),
+        (["plot-nads", "a.npy", "--min-overlap", "nan"], "nan is not a finite number"),
+        (["plot-nads", "a.npy", "--min-overlap", "2"], "2 is not between 0 and 1"),
+        (["plot-nads", "a.npy", "--shape", "3,8,8"],
+         "--shape 3,8,8 has 192 coordinates, but the NADs of a.npy have 64"),
+        (["plot-nads", "a.npy", "--out", "a.jpg"], "--out a.jpg: use one of these suffixes"),
+        (["plot-nads", "a.npy", "--out", "/proc/nadpipe/a.png"], "cannot write into /proc"),
+    ],
+)  # fmt: skip
+def test_compare_and_plot_nads_check_every_argument_before_work(tmp_path, args, message):
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((64, 64)))[0].T
+    np.save(tmp_path / "a.npy", q.astype(np.float32))
+    np.save(tmp_path / "b.npy", q[:63].astype(np.float32))  # a published-style basis: d - 1 rows
+    res = nadpipe(*args, cwd=tmp_path, check=False)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and not list(tmp_path.glob("*.png"))

@@ -52,6 +52,28 @@ def _finite(text: str) -> float:
     return value
 
 
+def _at_least(low: int):
+    """An argparse type: an integer >= `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is less than the minimum of {low}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    value = _finite(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
 def _json(text: str) -> dict:
     try:
         value = json.loads(text)
@@ -62,6 +84,9 @@ def _json(text: str) -> dict:
     return value
 
 
+DEFAULT_KS = (1, 5, 10, 20, 50, 100)  # compare's subspace sizes when -k is not given
+
+
 class Refused(Exception):
     """An argument the command refuses before any work; the message names the flag."""
 
@@ -70,15 +95,16 @@ OUT_SUFFIXES = {".npy": "the NADs (rows = NADs)", ".npz": "the NADs as array 'na
                 ".pt": "the whole artifact: NADs, eigenvalues, diagnostics"}  # fmt: skip
 
 
-def _writable(out: Path) -> None:
+def _writable(out: Path, suffixes: dict[str, str] = OUT_SUFFIXES) -> None:
     """Refuse an --out that cannot be written, before any work: a wrong suffix, a directory, a
     place this process cannot create a file in (probed by creating one there)."""
     import tempfile
 
     if out.is_dir():
-        raise Refused(f"--out {out} is a directory; give a file name, e.g. {out / 'nads.npy'}")
-    if out.suffix not in OUT_SUFFIXES:
-        kinds = "; ".join(f"{k}: {v}" for k, v in OUT_SUFFIXES.items())
+        example = out / f"nads{next(iter(suffixes))}"
+        raise Refused(f"--out {out} is a directory; give a file name, e.g. {example}")
+    if out.suffix not in suffixes:
+        kinds = "; ".join(f"{k}: {v}" for k, v in suffixes.items())
         raise Refused(f"--out {out}: use one of these suffixes ({kinds})")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -177,9 +203,14 @@ def cmd_plot_nads(args) -> int:
             art = {"vectors": vectors, "eigenvalues": None, "shape": list(shape), "file": str(path)}
     except (ArtifactError, BasisError) as e:
         raise Refused(str(e)) from e
+    d = art["vectors"].shape[1]
     if args.shape:
+        if args.shape.d != d:
+            raise Refused(f"--shape {','.join(map(str, args.shape))} has {args.shape.d} "
+                          f"coordinates, but the NADs of {path} have {d}")  # fmt: skip
         art["shape"] = list(args.shape)
     out = args.out or str(path.with_suffix(".png"))
+    _writable(Path(out), {".png": "the figure", ".pdf": "the figure", ".svg": "the figure"})
     n = (art.get("settings") or {}).get("n_networks")
     again = f"compute them again with a larger --n-networks (now {n})"
     verdict, _ = nad_figure(art, args.name or path.stem, out, args.min_overlap, again)
@@ -202,7 +233,13 @@ def cmd_compare(args) -> int:
 
     try:
         a, b = read_basis(args.a), read_basis(args.b)
-        print(report(compare(a, b, tuple(args.k)), first=args.first))
+        if a.shape[1] == b.shape[1] and args.k is not None:  # asked for: each k must exist
+            rows = min(len(a), len(b))
+            over = [k for k in args.k if k > rows]
+            if over:
+                raise Refused(f"-k {' '.join(map(str, over))}: the bases have {len(a)} and "
+                              f"{len(b)} NADs, so k can be at most {rows}")  # fmt: skip
+        print(report(compare(a, b, tuple(args.k or DEFAULT_KS)), first=args.first))
     except BasisError as e:
         print(f"nadpipe compare: {e}", file=sys.stderr)
         return 2
@@ -410,7 +447,10 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--name", help="the architecture's name in the title")
     c.add_argument(
-        "--min-overlap", type=float, default=0.5, help="the convergence warning's threshold"
+        "--min-overlap",
+        type=_fraction,
+        default=0.5,
+        help="the convergence warning's threshold (0 to 1)",
     )
     c = command(
         "compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare
@@ -419,12 +459,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("b", help="the other basis, of the same input size")
     c.add_argument(
         "-k",
-        type=int,
+        type=_at_least(1),
         nargs="+",
-        default=[1, 5, 10, 20, 50, 100],
-        help="subspace sizes (default 1 5 10 20 50 100)",
+        help="subspace sizes, each at most the smaller basis's NADs (default: those of "
+        f"{' '.join(map(str, DEFAULT_KS))} that both bases have)",
     )
-    c.add_argument("--first", type=int, default=10, help="matching NADs listed one by one")
+    c.add_argument("--first", type=_at_least(0), default=10,
+                   help="matching NADs listed one by one")  # fmt: skip
     c = command(
         "versus",
         "How far results are from a published curve or map: per protocol, the mean and largest "
