@@ -100,6 +100,7 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
     [
         (["--n-networks", "0"], "--n-networks: 0 is less than the minimum of 22"),
         (["--n-networks", "-5"], "--n-networks: -5 is less than the minimum of 22"),
+        (["--n-networks", "100000000000"], "--n-networks: 100000000000 networks x 1 point(s)"),
         (["--n-networks", "5"], "--n-networks: 5 is less than the minimum of 22 (the split-half"),
         (["--n-points", "0"], "--n-points: 0 is less than the minimum of 1"),
         (["--top-k", "0"], "--top-k: 0 is less than the minimum of 1"),

@@ -453,3 +453,21 @@ def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
     assert len(cells) == 8 * 14 * 6  # architectures x indices x protocols
     assert len(plan.cells("fourier")) == 4 * 256 * 4
     assert plan.train_job("single_direction", "lenet_pub", "k5@long", (0,)).train.epochs == 60
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [  # b879b52: huge integers reached an allocation or Snakemake's wildcards
+        (["nad_pairs", "n_train"], 10**12, "'nad_pairs.n_train': 1000000000000 is greater than "
+         "the maximum of 10000000"),
+        (["nad_pairs", "seeds"], [0, 10**30], "'nad_pairs.seeds.1': 1000000000000000000000000000000"
+         " is greater than the maximum of 2147483647"),
+        (["nads", "n_networks"], 10**12, "nads.n_networks): 1000000000000 networks x 1 point(s) "
+         "x 1024 coordinates need 7629395 GiB of sensitivities (float64), over the 1024 GiB "
+         "nadpipe allows"),
+    ],
+)  # fmt: skip
+def test_huge_integers_are_refused_naming_the_key(path, value, message):
+    with pytest.raises(nc.ConfigError) as e:
+        load(with_change(path, value))
+    assert message in str(e.value)

@@ -90,6 +90,7 @@ class NadSettings:
 # above this many coordinates the d x d covariance is not formed: NADs come from the Gram
 # matrix of the sensitivities, and top_k must say how many are wanted
 MAX_FULL_D = 4096
+MAX_SENSITIVITY_BYTES = 2**40  # the sensitivities of all networks, float64: 1 TiB at most
 MIN_NETWORKS = 22  # two halves of 11 networks: the split-half overlap at k = 10 needs rank 10
 
 
@@ -145,6 +146,13 @@ def nad_problem(s: NadSettings, shape: Shape, words: Words, who: str = "the") ->
             f"so say how many NADs to compute (e.g. {words.assign('top_k', 256)})"
         )
     samples = s.n_networks * s.n_points
+    if samples * shape.d * 8 > MAX_SENSITIVITY_BYTES:
+        return (
+            f"{key('n_networks')}: {s.n_networks} networks x {s.n_points} point(s) x {shape.d} "
+            f"coordinates need {samples * shape.d * 8 / 2**30:.0f} GiB of sensitivities "
+            f"(float64), over the {MAX_SENSITIVITY_BYTES // 2**30} GiB nadpipe allows: lower "
+            f"{words.name('n_networks')}"
+        )
     if s.top_k is not None and shape.d > MAX_FULL_D and s.top_k > samples - 1:
         return (
             f"{key('top_k')}: {s.top_k} NADs asked from {samples} sensitivity samples "
