@@ -135,10 +135,12 @@ def test_each_row_carries_its_protocol_and_its_agreement_with_the_reference(stud
     assert (df.loc[df.protocol == "stated", "eps"] == 0.5).all()
     test = df[df.split == "test"]
     published = test.set_index("nad_k")["reference_accuracy"]
-    assert published.loc[1000].iloc[0] == pytest.approx(100 - 50 * 1000 / 1023)
+    # a fraction, as `accuracy` (b879b52: percent beside a fraction in one row)
+    assert published.loc[1000].iloc[0] == pytest.approx((100 - 50 * 1000 / 1023) / 100)
+    assert test["accuracy"].between(0, 1).all() and test["reference_accuracy"].between(0, 1).all()
     for _, rows in test.groupby("protocol"):
         mine = rows.groupby("nad_k")["accuracy"].mean() * 100
-        ref = rows.groupby("nad_k")["reference_accuracy"].first()
+        ref = rows.groupby("nad_k")["reference_accuracy"].first() * 100  # differences: points
         stated = rows.iloc[0]
         assert stated["reference_mean_abs_diff"] == pytest.approx((mine - ref).abs().mean())
         assert stated["reference_max_abs_diff"] == pytest.approx((mine - ref).abs().max())
@@ -149,7 +151,7 @@ def test_each_row_carries_its_protocol_and_its_agreement_with_the_reference(stud
     assert any(t.startswith("wide (|Δ| mean") for t in labels)
     fourier = pd.read_parquet(study / "results/fourier/summary.parquet")
     ref = fourier[fourier.split == "test"].set_index(["freq_a", "freq_b"])["reference_accuracy"]
-    assert ref.loc[(-1, 0)] == 70.0 and ref.loc[(0, -1)] == 60.0  # the map, in the layout
+    assert ref.loc[(-1, 0)] == 0.70 and ref.loc[(0, -1)] == 0.60  # the map, in the layout
     fig = plots.fourier_figure(fourier, "mlp", str(study / "m.png"))
     assert [ax.get_title().split("\n")[0] for ax in fig.axes[:2]] == ["test accuracy", "published"]
 

@@ -419,7 +419,8 @@ def _with_references(df: pd.DataFrame, references: dict, axis: list[int] | None)
     published, stats = [], []
     for arch, raw in sorted(references.items()):
         ref = refs.read(refs.reference_of(raw), study, f"{study}.references.{arch}", axis)
-        published.append(ref.rename("reference_accuracy").reset_index().assign(arch=arch))
+        # a fraction, as `accuracy` beside it (published tables are in percent)
+        published.append((ref / 100).rename("reference_accuracy").reset_index().assign(arch=arch))
         for protocol, mine in refs.ours(df[df["arch"] == arch], study).items():
             a = refs.agreement(mine, ref)
             stats.append({"arch": arch, "protocol": protocol,

@@ -382,7 +382,7 @@ def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
         said = _agreement(rows)
         _line_over_seeds(ax, rows, "nad_k", "accuracy", f"{label} ({said})" if said else label, 100)
     if "reference_accuracy" in test and test["reference_accuracy"].notna().any():
-        ref = test.groupby("nad_k")["reference_accuracy"].first().dropna()
+        ref = test.groupby("nad_k")["reference_accuracy"].first().dropna() * 100
         ax.plot(ref.index, ref.to_numpy(), "k--", marker="s", ms=4, label="published")
     ax.set_xlabel("NAD index k of v")
     ax.set_ylabel("test accuracy (%)")
@@ -420,6 +420,7 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     ]  # fmt: skip
     if "reference_accuracy" in test and test["reference_accuracy"].notna().any():
         ref = test.pivot_table(index="freq_a", columns="freq_b", values="reference_accuracy")
+        ref = ref * 100  # percent, as the maps of the results
         maps.append(("published", "", ref, None))
     fig, axes = plt.subplots(1, len(maps), figsize=(6.2 * len(maps) + 0.8, 6),
                              constrained_layout=True, squeeze=False)  # fmt: skip
