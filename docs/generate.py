@@ -206,7 +206,11 @@ def keys_page() -> str:
         "its default from `src/nadpipe/settings.py` (the papers' values), the one place defaults "
         "live. `results/config.yaml` holds the config a run used, every default filled in. A file "
         "given with `--configfile` is merged over `config.yaml` (mappings key by key, lists "
-        "replace). This page is generated from the schema (`workflow/schemas/config.schema.yaml`, "
+        "replace). From the command line, `--config` sets any key, a nested one as YAML: "
+        "`snakemake --cores all --config 'nads={n_networks: 300}' 'nad_pairs={seeds: [0, 1, "
+        "2]}'` (merged into the files' config key by key, typed and checked as in a file; "
+        "Snakemake takes no dotted `nads.n_networks=300`). This page is generated from the "
+        "schema (`workflow/schemas/config.schema.yaml`, "
         "the meanings) and the settings (the defaults) by `python3 docs/generate.py`; "
         "`nadpipe config` prints the same table.\n\n" + reference_table(SCHEMA)
     )

@@ -3,6 +3,9 @@ cannot mean anything stops before any job."""
 
 import copy
 import re
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -471,3 +474,29 @@ def test_huge_integers_are_refused_naming_the_key(path, value, message):
     with pytest.raises(nc.ConfigError) as e:
         load(with_change(path, value))
     assert message in str(e.value)
+
+
+def test_command_line_overrides_are_typed_and_checked_as_in_a_file(tmp_path):
+    # b879b52: --config 'nads={n_networks: 50}' failed with "'50' is not of type 'integer'"
+    # (Snakemake reads nested --config values with YAML's base loader: every scalar a string)
+    assert nc.with_overrides(
+        {"nads": {"n_networks": 1100, "step": 100.0}, "gpus": {"device": "auto"}},
+        {"nads": {"n_networks": "50", "windowed": "false"}, "gpus": {"device": "cpu"}},
+    ) == {"nads": {"n_networks": 50, "step": 100.0, "windowed": False}, "gpus": {"device": "cpu"}}
+    assert nc.with_overrides({}, {"nad_pairs": {"seeds": ["0", "1"], "lr": "1e-5"}}) == {
+        "nad_pairs": {"seeds": [0, 1], "lr": "1e-5"}  # YAML's own reading: a text, refused later
+    }
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n", "--config"]
+
+    def dry(*values):
+        return subprocess.run([*base, *values], cwd=tmp_path, capture_output=True, text=True)
+
+    res = dry("nads={n_networks: 50}", "nad_pairs={seeds: [0, 1]}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert re.search(r"^train\s+100$", res.stdout, re.M)  # 25 cells x 2 seeds x 2 archs
+    res = dry("nads={n_networks: 5}")  # validated like the file, in its words
+    assert res.returncode != 0
+    assert (
+        "config key 'nads.n_networks': 5 is less than the minimum of 22" in res.stdout + res.stderr
+    )

@@ -576,9 +576,41 @@ def rank_warnings(cfg: Config) -> list[str]:
     return out
 
 
-def load_config(config: dict, schema_path: str | Path) -> tuple[Config, list[str]]:
-    """Validate `config`, fill the defaults, run the checks: (Config, warnings)."""
-    raw = validate(config, schema_path)
+def _typed(value):
+    """A `--config` value as its YAML says: Snakemake reads a nested value (`nads={n_networks:
+    50}`) with YAML's base loader, which leaves every scalar a string ('50')."""
+    import yaml
+
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_typed(v) for v in value]
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if parsed is None or isinstance(parsed, bool | int | float):
+            return parsed
+    return value
+
+
+def with_overrides(config: dict, overrides) -> dict:
+    """`config` with the command line's `--config` values (`overrides`) typed as YAML types
+    them in a file and merged in key by key, as Snakemake merges them."""
+
+    def merge(base, new):
+        if isinstance(base, dict) and isinstance(new, dict):
+            return {**base, **{k: merge(base.get(k), v) for k, v in new.items()}}
+        return new
+
+    return merge(dict(config), {k: _typed(v) for k, v in dict(overrides or {}).items()})
+
+
+def load_config(config: dict, schema_path: str | Path, overrides=None) -> tuple[Config, list[str]]:
+    """Validate `config` (with the command line's `--config` `overrides` typed as in a file),
+    fill the defaults, run the checks: (Config, warnings)."""
+    raw = validate(with_overrides(config, overrides) if overrides else config, schema_path)
     cfg = build(raw)
     return cfg, check(cfg, raw)
 

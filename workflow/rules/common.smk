@@ -17,7 +17,9 @@ from nadpipe.studies import REGISTRY, VARIANT_PATTERN
 
 RUN_START = time.time()
 CFG, WARNINGS = nc.load_config(
-    config, workflow.source_path("../schemas/config.schema.yaml")
+    config,
+    workflow.source_path("../schemas/config.schema.yaml"),
+    workflow.config_settings.config,  # --config values, typed as in a file
 )
 PLAN = ng.Plan(CFG)
 if workflow.is_main_process:  # not in a job Snakemake starts elsewhere (SLURM)
