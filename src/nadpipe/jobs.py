@@ -4,7 +4,9 @@ workflow scripts are thin calls into these. A job loads, computes and writes."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
+import json
 import os
 import time
 from dataclasses import asdict
@@ -37,7 +39,7 @@ from .io import (
 from .log import say, warn
 from .nads import compute_nads, overlaps_line
 from .provenance import provenance
-from .settings import plain, typed
+from .settings import ModelSpec, plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import applied, can_stack, diverged_epoch, init_seed, stacks, train
 
@@ -204,8 +206,16 @@ def stackable(job: TrainJob) -> bool:
     neither channels-last nor compile asked for): a probe of the architecture, on the CPU."""
     if job.train.channels_last or job.train.compile:
         return False
+    return _stackable_model(json.dumps(plain(job.model), sort_keys=True))
+
+
+@functools.cache
+def _stackable_model(spec: str) -> bool:
+    """`can_stack` of a model spec (its JSON): probed once per process, not once per cell (the
+    main process plans every cell's batch)."""
+    model = typed(ModelSpec, json.loads(spec))
     with on_cpu():
-        return can_stack(models.build(job.model), torch.zeros(2, *job.model.shape))
+        return can_stack(models.build(model), torch.zeros(2, *model.shape))
 
 
 def _outcome_line(record: dict) -> str:
