@@ -41,7 +41,7 @@ from .nads import compute_nads, overlaps_line
 from .provenance import provenance
 from .settings import ModelSpec, plain, typed
 from .studies import REGISTRY, split_protocol
-from .train import applied, can_stack, diverged_epoch, init_seed, stacks, train
+from .train import applied, can_stack, diverged_epoch, init_seed, per_model, stacks, train
 
 # per-model facts that differ from run to run: kept out of summary.parquet so that the same
 # config gives a byte-identical summary on CPU
@@ -204,7 +204,7 @@ def train_job(
 def stackable(job: TrainJob) -> bool:
     """Whether the cell's model can train in a batch of cells (nadpipe.train.can_stack, and
     neither channels-last nor compile asked for): a probe of the architecture, on the CPU."""
-    if job.train.channels_last or job.train.compile:
+    if per_model(job.train):
         return False
     return _stackable_model(json.dumps(plain(job.model), sort_keys=True))
 

@@ -85,11 +85,16 @@ def can_stack(net: nn.Module, x: torch.Tensor) -> bool:
         net.train(was)
 
 
+def per_model(settings: TrainSettings) -> bool:
+    """Whether the training asks for channels-last or compile: settings of one model, not of a
+    vmap, so its models train one after another (and its cells are not batched)."""
+    return settings.channels_last or settings.compile
+
+
 def stacks(nets: list[nn.Module], xs: torch.Tensor, settings: TrainSettings) -> bool:
-    """Whether `train` trains `nets` as one stacked ensemble: more than one, stackable, and
-    neither channels-last nor compile asked for (settings of one model, not of a vmap)."""
-    per_model = settings.channels_last or settings.compile
-    return len(nets) > 1 and not per_model and can_stack(nets[0], xs[0])
+    """Whether `train` trains `nets` as one stacked ensemble: more than one, stackable, and not
+    `per_model`."""
+    return len(nets) > 1 and not per_model(settings) and can_stack(nets[0], xs[0])
 
 
 def applied(settings: TrainSettings, device: torch.device, members: int) -> dict:
