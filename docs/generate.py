@@ -22,6 +22,7 @@ import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent
@@ -34,6 +35,21 @@ USER_NETS = (DOCS / "user_nets.py").read_text()  # the models the catalogue runs
 
 PAIRS = ["nad_pairs"]
 MINE = {"nad_pairs": {"architectures": ["mine"]}}
+
+# faulty reference tables (single_direction.references): name -> (what, rows, settings)
+REFERENCES = {
+    "text": ("text in the accuracy column", {"index": [0, 1000], "acc": [99.5, "n/a"]}, {}),
+    "empty": ("an empty index cell", {"index": [0, None], "acc": [99.5, 60]}, {}),
+    "repeated": ("a repeated index", {"index": [0, 1000, 0], "acc": [99.5, 60, 98]}, {}),
+    "fractional": ("a fractional index", {"index": [0, 999.5], "acc": [99.5, 60]}, {}),
+    "over": ("an accuracy over 100", {"index": [0, 1000], "acc": [99.5, 150]}, {}),
+    "eig": ("an eigenvalue column named as the accuracies",
+            {"index": [0, 1000], "acc": [0.14, 0.001]}, {}),
+    "norows": ("a table without rows", {"index": [], "acc": []}, {}),
+    "apart": ("no cell in common with the study", {"index": [3, 4], "acc": [99.5, 60]}, {}),
+    "offset": ("`offset` on a single_direction reference",
+               {"index": [0, 1000], "acc": [99.5, 60]}, {"offset": -8}),
+}  # fmt: skip
 
 # (what, change merged over the default config.yaml): each stops before any job
 CONFIG = [
@@ -89,6 +105,11 @@ CONFIG = [
      {"analysis": {"nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1024]]}}}),
     ("cross-section pair not in the grid",
      {"analysis": {"cross_section": {"pairs": [[0, 10], [10, 11]]}}}),
+    *[(f"a reference table: {what}",
+       {"single_direction": {"enabled": True, "architectures": ["lenet"], "indices": [0, 1000],
+                             "references": {"lenet": {"file": f"{name}.csv", "column": "acc",
+                                                      **extra}}}})
+      for name, (what, _, extra) in REFERENCES.items()],
     ("a CIFAR study enabled, CIFAR-10 missing",
      {"nad_pairs": {"enabled": False}, "cifar_nad": {"enabled": True}}),
 ]  # fmt: skip
@@ -148,6 +169,8 @@ def _workdir() -> str:
     q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0]
     np.save(Path(here, "cols.npy"), q[:, :10])
     np.save(Path(here, "scaled.npy"), 3 * q.T[:10])
+    for name, (_, rows, _) in REFERENCES.items():
+        pd.DataFrame(rows).to_csv(Path(here, f"{name}.csv"), index=False)
     return here
 
 

@@ -180,3 +180,50 @@ def test_a_changed_protocol_reruns_its_cells_only(study):
     pd.DataFrame({"index": range(1024), "acc_ln": 50.0}).to_csv(study / "nads.csv", index=False)
     jobs = planned(study)
     assert "train" not in jobs and jobs["aggregate"] == 1
+
+
+FAULTS = {  # name -> (the CSV's rows, the Reference's settings, what the message says)
+    "text": ({"index": [0, 1000], "acc": [90, "n/a"]}, {},
+             r"nads.csv, line 3, column 'acc' holds 'n/a', not a number"),
+    "empty index": ({"index": [0, None], "acc": [90, 80]}, {},
+                    r"nads.csv, line 3, column 'index' is empty"),
+    "repeated": ({"index": [0, 1000, 0], "acc": [90, 80, 85]}, {},
+                 r"nads.csv, lines 2 and 4: the index 0 appears twice \(column 'index'\)"),
+    "fractional": ({"index": [0, 999.5], "acc": [90, 80]}, {},
+                   r"nads.csv, line 3, column 'index': 999.5 is not a whole number"),
+    "over 100": ({"index": [0, 1000], "acc": [90, 150]}, {},
+                 r"nads.csv, line 3, column 'acc' holds 150: accuracies are numbers within"),
+    "negative": ({"index": [0, 1000], "acc": [-1, 80]}, {},
+                 r"nads.csv, line 2, column 'acc' holds -1: accuracies are numbers within"),
+    "eigenvalues": ({"index": [0, 1000], "acc": [0.14, 0.001]}, {},
+                    r"nads.csv, column 'acc': no value reaches chance \(50 %.*largest is 14 %\)"),
+    "no rows": ({"index": [], "acc": []}, {}, r"nads.csv has no rows"),
+    "no common cell": ({"index": [3, 4], "acc": [90, 80]}, {},
+                       r"nads.csv: no cell in common with .*\(it has 0, 1000; the reference 3, 4"),
+    "offset": ({"index": [0, 1000], "acc": [90, 80]}, {"offset": -8},
+               r"'offset' does not apply to a single_direction reference"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_faulty_reference_is_refused_before_any_job_and_by_versus_in_the_same_words(
+    fault, study, tmp_path, monkeypatch
+):
+    # b879b52: a raw pandas error or traceback (text, empty cell, repeats; one after every
+    # training), or a wrong comparison (150 %, eigenvalues, fractional indices truncated, NaN
+    # agreement without a common cell, offset ignored)
+    rows, settings, says = FAULTS[fault]
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame(rows).to_csv("nads.csv", index=False)
+    cfg = {"single_direction": {**CONFIG["single_direction"], "protocols": {},
+           "references": {"lenet": {"file": "nads.csv", "column": "acc", **settings}}}}  # fmt: skip
+    with pytest.raises(nc.ConfigError, match="^config key 'single_direction.references.lenet': "
+                       + says):  # fmt: skip
+        nc.load_config({"nad_pairs": {"enabled": False}, **cfg}, SCHEMA)
+    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
+    flags = [f"--{k}={v}" for k, v in settings.items()]
+    summary = study / "results/single_direction/summary.parquet"
+    res = subprocess.run([script, "versus", str(summary), "nads.csv", "--column-b", "acc", *flags],
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    assert re.search(says, res.stderr) and "Traceback" not in res.stderr, res.stderr

@@ -278,7 +278,7 @@ def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
 
 
 def cmd_versus(args) -> int:
-    from .references import agreement, line
+    from .references import ReferenceError, agreement, in_common, line
 
     study, mine = _curves(args.results, args, args.column_a)
     args.study = args.study or study
@@ -287,6 +287,12 @@ def cmd_versus(args) -> int:
         raise Refused("--study: say single_direction or fourier (no summary.parquet names it)")
     ref = next(iter(theirs.values()))
     for name, series in mine.items():
+        cells = [k if isinstance(k, tuple) else (k,) for k in series.index]
+        try:
+            in_common(ref, cells, args.reference)
+        except ReferenceError as e:
+            raise Refused(str(e).replace(": no cell in common with the study", ": no cell in "
+                          f"common with {args.results}")) from e  # fmt: skip
         print(line(name, agreement(series, ref)))
     return 0
 

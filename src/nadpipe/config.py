@@ -424,7 +424,9 @@ def _check_protocols(study: str, s: StudySettings) -> None:
         from . import references as refs
 
         try:  # read now: a file that cannot serve stops the run before any job
-            refs.read(refs.reference_of(raw), study, key, entry.reference_axis(s))
+            ref = refs.read(refs.reference_of(raw), study, key, entry.reference_axis(s))
+            cells = [tuple(v.columns()[k] for k in refs.KEYS[study]) for v in entry.variants(s)]
+            refs.in_common(ref, cells, f"config key {key!r}: {raw['file']}")
         except refs.ReferenceError as e:
             raise ConfigError(str(e)) from e
 

@@ -17,6 +17,7 @@ import pandas as pd
 from .settings import Reference
 
 KEYS = {"single_direction": ["nad_k"], "fourier": ["freq_a", "freq_b"]}
+CHANCE = 50.0  # percent: both studies are binary; a curve entirely below it is no accuracy
 
 
 class ReferenceError(ValueError):
@@ -28,47 +29,131 @@ def reference_of(raw: dict) -> Reference:
     return Reference(**{f.name: raw[f.name] for f in fields(Reference) if f.name in raw})
 
 
-def _percent(values: pd.Series) -> pd.Series:
-    """As percent: a table whose values stay within [0, 1] holds fractions."""
-    return values * 100 if values.max() <= 1 else values
+def _line(table: pd.DataFrame, row) -> int:
+    """The file's line of a table row (the header is line 1)."""
+    return int(table.index.get_loc(row)) + 2
+
+
+def _whole(table: pd.DataFrame, column: str, where: str) -> pd.Series:
+    """A column of NAD indices or frequencies: every cell a whole number."""
+    values = pd.to_numeric(table[column], errors="coerce")
+    for row, raw in table[column][values.isna()].items():
+        what = "is empty" if pd.isna(raw) else f"holds {raw!r}, not a number"
+        raise ReferenceError(f"{where}, line {_line(table, row)}, column {column!r} {what}")
+    fractional = values[values != values.round()]
+    if len(fractional):
+        row = fractional.index[0]
+        raise ReferenceError(
+            f"{where}, line {_line(table, row)}, column {column!r}: {fractional.iloc[0]} is not "
+            "a whole number (indices and frequencies are integers)"
+        )
+    return values.astype(int)
+
+
+def _accuracies(values: np.ndarray, where: str, lines: list[int], column: str) -> np.ndarray:
+    """Accuracies in percent: every cell a number within [0, 100]; a table whose values all
+    stay within [0, 1] holds fractions (they are multiplied by 100)."""
+    bad = ~np.isfinite(values) | (values < 0) | (values > 100)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        what = "is empty" if np.isnan(values[i]) else f"holds {values[i]:g}"
+        raise ReferenceError(
+            f"{where}, line {lines[i]}, column {column!r} {what}: accuracies are numbers "
+            "within [0, 1] (fractions) or [0, 100] (percent)"
+        )
+    percent = values * 100 if values.max() <= 1 else values
+    if percent.max() < CHANCE:
+        raise ReferenceError(
+            f"{where}, column {column!r}: no value reaches chance ({CHANCE:g} % for these "
+            f"binary studies; the largest is {percent.max():.3g} %): is it an accuracy column?"
+        )
+    return percent
+
+
+def _unused(ref: Reference, study: str, key: str) -> None:
+    """Refuse a setting that the study (or a headerless map) would ignore."""
+    default = Reference()
+    two = len(KEYS[study]) == 2
+    unused = [] if two else ["a", "b", "offset"]
+    unused += ["index"] if two or ref.column is None else []
+    unused += ["a", "b", "offset"] if ref.column is None else []
+    for name in dict.fromkeys(unused):
+        if getattr(ref, name) != getattr(default, name):
+            what = "a headerless map" if ref.column is None else f"a {study} reference"
+            raise ReferenceError(
+                f"config key {key!r}: {name!r} does not apply to {what} (it sets only "
+                f"{', '.join(f.name for f in fields(Reference) if f.name not in unused)})"
+            )
 
 
 def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) -> pd.Series:
     """The reference's accuracies in percent, indexed like the study's summary (nad_k, or
     (freq_a, freq_b)). `axis`: the study's frequencies along a and b, for a headerless map.
-    `key` (a config key) is named in the errors."""
+    `key` (a config key) is named in the errors, with the file and, for a faulty cell, its
+    line and column: text, an empty cell, a fractional index, a repeated index, an accuracy
+    outside [0, 100], a file without rows and a setting the study ignores are refused."""
+    _unused(ref, study, key)
     if not os.path.isfile(ref.file):
         raise ReferenceError(f"config key {key!r}: no file {ref.file!r}")
+    where = f"config key {key!r}: {ref.file}"
     try:
         if ref.column is None:  # a headerless size x size map: rows a, columns b
             grid = np.loadtxt(ref.file, delimiter=",", ndmin=2)
             if axis is None or grid.shape != (len(axis), len(axis)):
                 raise ReferenceError(
-                    f"config key {key!r}: {ref.file} is a {grid.shape[0]} x {grid.shape[1]} "
+                    f"{where} is a {grid.shape[0]} x {grid.shape[1]} "
                     f"map; the study's grid is {len(axis or [])} x {len(axis or [])}"
                 )
             index = pd.MultiIndex.from_product([axis, axis], names=KEYS["fourier"])
-            return _percent(pd.Series(grid.ravel(), index=index, name="reference"))
-        table = pd.read_csv(ref.file)
+            lines = [1 + i // len(axis) for i in range(grid.size)]
+            values = _accuracies(grid.ravel(), where, lines, "(map)")
+            return pd.Series(values, index=index, name="reference")
+        table = pd.read_csv(ref.file, keep_default_na=False, na_values=[""])  # "n/a": text
     except ReferenceError:
         raise
     except Exception as e:  # noqa: BLE001 -- any reader's error: say which file
-        raise ReferenceError(f"config key {key!r}: {ref.file} cannot be read ({e})") from e
-    wanted = [ref.column] + ([ref.index] if study == "single_direction" else [ref.a, ref.b])
-    missing = [c for c in wanted if c not in table]
+        raise ReferenceError(f"{where} cannot be read ({e})") from e
+    columns = [ref.index] if len(KEYS[study]) == 1 else [ref.a, ref.b]
+    missing = [c for c in [ref.column, *columns] if c not in table]
     if missing:
         raise ReferenceError(
-            f"config key {key!r}: {ref.file} has no column {missing[0]!r} (it has: "
-            f"{', '.join(map(str, table.columns))})"
+            f"{where} has no column {missing[0]!r} (it has: {', '.join(map(str, table.columns))})"
         )
-    if study == "single_direction":
-        index = pd.Index(table[ref.index].astype(int), name="nad_k")
-    else:
-        index = pd.MultiIndex.from_arrays(
-            [table[ref.a].astype(int) + ref.offset, table[ref.b].astype(int) + ref.offset],
-            names=KEYS["fourier"],
+    if table.empty:
+        raise ReferenceError(f"{where} has no rows")
+    keys = [_whole(table, c, where) + (ref.offset if len(columns) == 2 else 0) for c in columns]
+    index = pd.MultiIndex.from_arrays(keys, names=KEYS[study])
+    if len(columns) == 1:
+        index = index.get_level_values(0)
+    repeated = index.duplicated(keep=False)
+    if repeated.any():
+        first, *others = [_line(table, r) for r in table.index[repeated]]
+        value = index[repeated][0]
+        raise ReferenceError(
+            f"{where}, lines {first} and {others[0]}: the index {value} appears twice "
+            f"(column{'s' if len(columns) == 2 else ''} {', '.join(map(repr, columns))})"
         )
-    return _percent(pd.Series(table[ref.column].to_numpy(float), index=index, name="reference"))
+    numbers = pd.to_numeric(table[ref.column], errors="coerce")
+    for row, raw in table[ref.column][numbers.isna() & table[ref.column].notna()].items():
+        raise ReferenceError(
+            f"{where}, line {_line(table, row)}, column {ref.column!r} holds {raw!r}, not a number"
+        )
+    lines = [_line(table, r) for r in table.index]
+    values = _accuracies(numbers.to_numpy(float), where, lines, ref.column)
+    return pd.Series(values, index=index, name="reference")
+
+
+def in_common(ref: pd.Series, cells: list[tuple], where: str) -> None:
+    """Refuse a reference that has no cell of the study's (`cells`: its keys, as tuples)."""
+    have = {k if isinstance(k, tuple) else (k,) for k in ref.index}
+    if not have & set(cells):
+        shown = ", ".join(str(c[0] if len(c) == 1 else c) for c in list(cells)[:6])
+        theirs = ", ".join(str(k) for k in list(ref.index)[:6])
+        raise ReferenceError(
+            f"{where}: no cell in common with the study (it has {shown}"
+            f"{', ...' if len(cells) > 6 else ''}; the reference {theirs}"
+            f"{', ...' if len(ref) > 6 else ''})"
+        )
 
 
 def ours(df: pd.DataFrame, study: str) -> dict[str, pd.Series]:
