@@ -84,6 +84,8 @@ CONFIG = [
      {"architectures": {"mine": {"model": "user_nets:rgb_only"}}}),
     ("user builder that returns no module",
      {"architectures": {"mine": {"model": "user_nets:not_a_module"}}}),
+    ("user builder without parameters (the Python API's kind)",
+     {"architectures": {"mine": {"model": "user_nets:one_logit"}}}),
     ("user model with no trainable parameter",
      {"architectures": {"mine": {"model": "user_nets:frozen"}}}),
     ("user model whose outputs are not finite",

@@ -44,10 +44,10 @@ def test_nads_of_a_registry_model_are_the_librarys(tmp_path):
     )
     assert res.stdout == ""  # diagnostics go to stderr, as timestamped lines with their level
     err = res.stderr
-    assert "INFO: split-half subspace overlaps" in err and "k=10:" in err
+    assert "INFO: NADs: split-half subspace overlaps" in err and "k=10:" in err
     assert "undefined: each half's covariance has rank 11 < 50" in err
     # 24 networks are far from converged, and the advice names this command's flag
-    assert "WARNING: NADs of lenet:" in err and "raise --n-networks (now 24)" in err
+    assert "WARNING: NADs: split-half top-10" in err and "raise --n-networks (now 24)" in err
     assert "nads." not in err  # no config key: one vocabulary per interface
     phases = ["NADs: 24/24 net", "eigendecomposition", "split-half diagnostic", "wrote 1024"]
     at = [err.index(p) for p in phases]  # every phase of the work says so, in order
@@ -235,3 +235,78 @@ def test_compare_and_plot_nads_check_every_argument_before_work(tmp_path, args, 
     res = nadpipe(*args, cwd=tmp_path, check=False)
     assert res.returncode == 2 and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and not list(tmp_path.glob("*.png"))
+
+
+def test_quiet_verbose_and_strict_for_scripts(tmp_path):
+    base = ["nads", "--model", "lenet", "--n-networks", "24", "--out", str(tmp_path / "l.pt")]
+    quiet = nadpipe("-q", *base)  # -q before the subcommand or after it
+    assert quiet.stderr and all(" WARNING: " in line for line in quiet.stderr.splitlines())
+    loud = nadpipe(*base, "-v")
+    assert "DEBUG: NADs: networks 0-23 built in" in loud.stderr and "INFO: wrote" in loud.stderr
+    assert "DEBUG" not in nadpipe(*base).stderr
+    # --strict: 24 LeNet networks are not converged; the result is written all the same
+    strict = nadpipe(*base, "--strict", check=False)
+    assert strict.returncode == 3 and "--strict: the NADs are not converged" in strict.stderr
+    assert (tmp_path / "l.pt").stat().st_size > 0
+    shown = nadpipe("plot-nads", str(tmp_path / "l.pt"), "--strict", check=False)
+    assert shown.returncode == 3 and (tmp_path / "l.png").exists()
+    # a flat spectrum (logistic regression's sensitivity is its weights) is no failure
+    flat = ["nads", "--model", "logreg", "--shape", "1,8,8", "--n-networks", "200", "--strict"]
+    res = nadpipe(*flat, "--out", str(tmp_path / "flat.npy"))
+    assert "nearly isotropic" in res.stderr
+    np.save(tmp_path / "basis.npy", np.eye(64))  # no diagnostic: --strict refused before work
+    res = nadpipe("plot-nads", str(tmp_path / "basis.npy"), "--strict", check=False)
+    assert res.returncode == 2 and "holds no convergence diagnostic" in res.stderr
+    assert not (tmp_path / "basis.png").exists()
+
+
+def test_plot_nads_titles_an_artifact_by_its_architecture(tmp_path):
+    out = tmp_path / "run 3.pt"  # b879b52: the figure said "run 3"
+    nadpipe("nads", "--model", "lenet", "--n-networks", "24", "--out", str(out))
+    said = nadpipe("plot-nads", str(out), "--out", str(tmp_path / "f.png")).stderr
+    assert "NADs of lenet: split-half top-10 overlap" in said and "run 3" not in said
+
+
+def test_compare_as_json_and_with_a_published_basis_of_d_minus_one_rows(tmp_path):
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((64, 64)))[0].T
+    np.save(tmp_path / "a.npy", q)
+    np.save(tmp_path / "p.npy", q[:63])  # the published bases leave out the last NAD
+    import json
+
+    out = json.loads(nadpipe("compare", "--json", str(tmp_path / "a.npy"),
+                             str(tmp_path / "p.npy")).stdout)  # fmt: skip
+    assert out["rows"] == [64, 63] and out["d"] == 64 and len(out["cosine"]) == 63
+    assert out["overlap"]["50"] == pytest.approx(1.0) and out["random"]["10"] == 10 / 64
+    text = nadpipe("compare", str(tmp_path / "a.npy"), str(tmp_path / "p.npy")).stdout
+    assert "B holds 63 of the 64 NADs (the first ones, indices 0 to 62 compared" in text
+
+
+def test_a_builder_without_arguments_serves_nads_everywhere_and_is_told_apart(tmp_path):
+    # b879b52: the command called it with in_channels and num_classes and blamed --kwargs,
+    # which nobody gave; compute_nads refused the workflow's builders
+    (tmp_path / "mine.py").write_text(
+        "from torch import nn\n"
+        "def net():\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(64, 8), nn.ReLU(), nn.Linear(8, 1))\n"
+        "def builder(in_channels, num_classes):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 64, 8), nn.ReLU(),\n"
+        "                         nn.Linear(8, num_classes))\n"
+    )
+    args = ["--shape", "1,8,8", "--n-networks", "24"]
+    nadpipe("nads", "--model", "mine:net", *args, "--out", "a.npy", cwd=tmp_path)
+    nadpipe("nads", "--model", "mine:builder", *args, "--out", "b.npy", cwd=tmp_path)
+    bad = nadpipe("nads", "--model", "mine:net", *args, "--kwargs", '{"width": 3}',
+                  "--out", "c.npy", cwd=tmp_path, check=False)  # fmt: skip
+    assert bad.returncode == 2 and "model 'mine:net' takes no arguments" in bad.stderr
+    assert "net(in_channels, num_classes, **kwargs)" in bad.stderr and "--kwargs" in bad.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import mine
+
+        settings, shape = NadSettings(n_networks=24), Shape(1, 8, 8)
+        for builder, file in ((mine.net, "a.npy"), (mine.builder, "b.npy")):  # both signatures
+            art = compute_nads(builder, settings, shape, progress=False)
+            assert np.array_equal(art["vectors"].numpy(), np.load(tmp_path / file))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("mine", None)

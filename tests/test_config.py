@@ -234,6 +234,13 @@ USER_NETS = (REPO / "docs" / "user_nets.py").read_text()  # the catalogue runs t
             r"train mode",
         ),
         (
+            "user_nets:one_logit",
+            {},
+            r"'architectures.mine.model': model 'user_nets:one_logit' takes no arguments, so it "
+            r"makes one network .* for training \(2 outputs\) nadpipe calls it as "
+            r"one_logit\(in_channels, num_classes, \*\*kwargs\)",
+        ),
+        (
             "user_nets:frozen",
             {},
             r"'architectures.mine.model': .* no parameter that receives a gradient",

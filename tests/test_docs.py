@@ -35,6 +35,9 @@ def test_the_site_builds_strictly(tmp_path):
         built = tmp_path / ("index.html" if page == "index" else f"{page}/index.html")
         assert built.exists(), page
         assert f"{page}.md" in (REPO / "mkdocs.yml").read_text()
+    api = (tmp_path / "api" / "index.html").read_text()  # rendered from the docstrings
+    assert "a callable without arguments that returns the one-logit network" in api
+    assert "nadpipe.bases.compare" in api and "nadpipe.references.read" in api
     keys = (tmp_path / "keys" / "index.html").read_text()
     assert "gpus.batch_cells" in keys and "nads.n_networks" in keys
 

@@ -2,6 +2,7 @@
 compared per protocol in the summary, drawn in the figures, said by `nadpipe versus`; a changed
 protocol reruns its cells only."""
 
+import json
 import math
 import re
 import shutil
@@ -170,6 +171,17 @@ def test_nadpipe_versus_says_what_the_summary_states(study):
         said = re.search(rf"^{protocol}: 2 cells, mean \|difference\| ([\d.]+) points", res.stdout,
                          re.M)  # fmt: skip
         assert float(said[1]) == pytest.approx(row["reference_mean_abs_diff"], abs=0.05)
+    res = subprocess.run(
+        [script, "versus", "results/single_direction/summary.parquet", "nads.csv",
+         "--column-b", "acc_ln", "--json"],
+        cwd=study, capture_output=True, text=True,
+    )  # fmt: skip
+    out = json.loads(res.stdout)  # for scripts: the same numbers, unrounded; NaN as null
+    assert out["study"] == "single_direction"
+    for entry in out["results"]:
+        row = df[df.protocol == entry["protocol"]].iloc[0]
+        assert entry["cells"] == 2 and entry["pearson"] is None  # two cells: no correlation
+        assert entry["mean_abs_diff"] == pytest.approx(row["reference_mean_abs_diff"])
 
 
 def test_a_changed_protocol_reruns_its_cells_only(study):

@@ -108,6 +108,13 @@ def compare(a: np.ndarray, b: np.ndarray, ks: tuple[int, ...] = KS) -> dict:
 def report(result: dict, first: int = 10) -> str:
     """The comparison as text: overlaps per k against the chance level, then |cosines|."""
     lines = [f"{result['rows'][0]} and {result['rows'][1]} NADs of d = {result['d']}"]
+    short = [f"{'AB'[i]} holds {r}" for i, r in enumerate(result["rows"]) if r < result["d"]]
+    if short:  # the published bases have d - 1 rows (their PCA drops the last direction)
+        lines.append(
+            f"  {' and '.join(short)} of the {result['d']} NADs (the first ones, indices "
+            f"0 to {min(result['rows']) - 1} compared; the NAD paper's published bases leave "
+            "out the last)"
+        )
     lines.append("k       overlap   (random bases: k/d)")
     for k, v in result["overlap"].items():
         lines.append(f"{k:<7d} {v:7.3f}   ({result['random'][k]:.3f})")
@@ -119,6 +126,17 @@ def report(result: dict, first: int = 10) -> str:
         q = np.quantile(cos, [0.5, 0.9])
         lines.append(f"  median over all {len(cos)}: {q[0]:.2f}, 90th percentile {q[1]:.2f}")
     return "\n".join(lines)
+
+
+def as_json(result: dict) -> dict:
+    """The comparison as plain JSON values (`nadpipe compare --json`)."""
+    return {
+        "d": result["d"],
+        "rows": list(result["rows"]),
+        "overlap": {str(k): v for k, v in result["overlap"].items()},
+        "random": {str(k): v for k, v in result["random"].items()},
+        "cosine": [float(c) for c in result["cosine"]],
+    }
 
 
 def finite(x: float) -> bool:

@@ -119,9 +119,9 @@ def cmd_nads(args) -> int:
 
     from .backend import Backend, DeviceError, setup
     from .convergence import verdict
-    from .log import say, warn
+    from .log import say
     from .models import KwargsError, ModelError, build, check_model
-    from .nads import NadError, compute_nads, overlaps_line
+    from .nads import NadError, compute_nads
     from .provenance import source_digest
     from .settings import FLAGS, ModelSpec, NadSettings, nad_problem
 
@@ -139,26 +139,34 @@ def cmd_nads(args) -> int:
         device = setup(Backend(device=args.device), flag="--device")
         check_model(spec)
     except KwargsError as e:
-        raise Refused(f"--kwargs: {e}") from e
+        raise Refused(f"{'--kwargs' if args.kwargs else '--model'}: {e}") from e
     except ModelError as e:
         raise Refused(f"--model: {e}") from e
     except DeviceError as e:
         raise Refused(str(e)) from e
     say(f"NADs of {spec.describe()} with {settings} on {device}")
     try:
-        art = compute_nads(partial(build, spec), settings, args.shape, device)
+        art = compute_nads(partial(build, spec), settings, args.shape, device,
+                           advice="raise --n-networks (now {n})")  # fmt: skip
     except NadError as e:
         print(f"nadpipe nads: {e}", file=sys.stderr)
         return 1
-    sh = art["split_half"]
-    say(f"split-half subspace overlaps of the first k NADs: {overlaps_line(sh)}")
-    for k, why in sh["undefined"].items():
-        say(f"split-half overlap at k = {k} undefined: {why}")
-    kind, text = verdict(art, 0.5, f"raise --n-networks (now {settings.n_networks})")
-    (warn if kind in ("not converged", "unknown") else say)(f"NADs of {spec.model}: {text}")
     _save_nads(art, spec, settings, out)
     n = len(art["vectors"])
     say(f"wrote {n} NADs of d = {args.shape.d} to {out} ({OUT_SUFFIXES[out.suffix]})")
+    return _strict(args, verdict(art, 0.5, "")[0])
+
+
+UNCONVERGED = 3  # the exit status of --strict for NADs that did not converge
+
+
+def _strict(args, kind: str) -> int:
+    """0, or UNCONVERGED under --strict when the verdict is "not converged" or "unknown" (the
+    result is written either way)."""
+    if args.strict and kind in ("not converged", "unknown"):
+        print(f"nadpipe {args.command}: --strict: the NADs are {kind} (exit {UNCONVERGED})",
+              file=sys.stderr)  # fmt: skip
+        return UNCONVERGED
     return 0
 
 
@@ -185,6 +193,7 @@ def _save_nads(art: dict, spec, settings, out: Path) -> None:
 
 def cmd_plot_nads(args) -> int:
     from .bases import BasisError, read_basis
+    from .convergence import verdict as convergence
     from .io import ArtifactError, load_torch
     from .log import say, warn
     from .plots import nad_figure
@@ -203,6 +212,9 @@ def cmd_plot_nads(args) -> int:
             art = {"vectors": vectors, "eigenvalues": None, "shape": list(shape), "file": str(path)}
     except (ArtifactError, BasisError) as e:
         raise Refused(str(e)) from e
+    if args.strict and art.get("split_half") is None:
+        raise Refused(f"--strict: {path} holds no convergence diagnostic (a basis, or NADs read "
+                      "from a file), so there is nothing to be strict about")  # fmt: skip
     d = art["vectors"].shape[1]
     if args.shape:
         if args.shape.d != d:
@@ -213,10 +225,11 @@ def cmd_plot_nads(args) -> int:
     _writable(Path(out), {".png": "the figure", ".pdf": "the figure", ".svg": "the figure"})
     n = (art.get("settings") or {}).get("n_networks")
     again = f"compute them again with a larger --n-networks (now {n})"
-    verdict, _ = nad_figure(art, args.name or path.stem, out, args.min_overlap, again)
+    name = args.name or art.get("arch") or path.stem  # an artifact knows its architecture
+    verdict, _ = nad_figure(art, name, out, args.min_overlap, again)
     (warn if verdict.startswith("WARNING: ") else say)(verdict.removeprefix("WARNING: "))
     say(f"wrote {out}")
-    return 0
+    return _strict(args, "" if not args.strict else convergence(art, args.min_overlap, "")[0])
 
 
 def _square(d: int):
@@ -229,7 +242,7 @@ def _square(d: int):
 
 
 def cmd_compare(args) -> int:
-    from .bases import BasisError, compare, read_basis, report
+    from .bases import BasisError, as_json, compare, read_basis, report
 
     try:
         a, b = read_basis(args.a), read_basis(args.b)
@@ -239,7 +252,8 @@ def cmd_compare(args) -> int:
             if over:
                 raise Refused(f"-k {' '.join(map(str, over))}: the bases have {len(a)} and "
                               f"{len(b)} NADs, so k can be at most {rows}")  # fmt: skip
-        print(report(compare(a, b, tuple(args.k or DEFAULT_KS)), first=args.first))
+        result = compare(a, b, tuple(args.k or DEFAULT_KS))
+        print(json.dumps(as_json(result)) if args.json else report(result, first=args.first))
     except BasisError as e:
         print(f"nadpipe compare: {e}", file=sys.stderr)
         return 2
@@ -286,6 +300,7 @@ def cmd_versus(args) -> int:
     if not mine or not theirs:
         raise Refused("--study: say single_direction or fourier (no summary.parquet names it)")
     ref = next(iter(theirs.values()))
+    results = []
     for name, series in mine.items():
         cells = [k if isinstance(k, tuple) else (k,) for k in series.index]
         try:
@@ -293,7 +308,13 @@ def cmd_versus(args) -> int:
         except ReferenceError as e:
             raise Refused(str(e).replace(": no cell in common with the study", ": no cell in "
                           f"common with {args.results}")) from e  # fmt: skip
-        print(line(name, agreement(series, ref)))
+        results.append((name, agreement(series, ref)))
+    if args.json:  # NaN (no correlation below 3 cells) as null
+        plain = [{"protocol": n, **{k: v if v == v else None for k, v in a.items()}}
+                 for n, a in results]  # fmt: skip
+        print(json.dumps({"study": args.study, "results": plain}))
+    for name, a in [] if args.json else results:
+        print(line(name, a))
     return 0
 
 
@@ -390,14 +411,32 @@ def parser() -> argparse.ArgumentParser:
     from . import __version__
 
     p.add_argument("--version", action="version", version=f"nadpipe {__version__}")
+
+    # -q / -v before or after the subcommand: the subcommand's own copy sets it only if given
+    def verbosity(parser: argparse.ArgumentParser, default) -> None:
+        loud = parser.add_mutually_exclusive_group()
+        loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                          default=default,
+                          help="say only warnings and errors on stderr (no progress)")  # fmt: skip
+        loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
+                          default=default,
+                          help="also debug lines (each chunk of networks, timings)")  # fmt: skip
+
+    verbosity(p, 0)
+    talk = argparse.ArgumentParser(add_help=False)
+    verbosity(talk, argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, func):
-        c = sub.add_parser(name, help=help, description=help,
+        c = sub.add_parser(name, help=help, description=help, parents=[talk],
                            epilog=f"example:\n  {EXAMPLES[name]}",
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
         c.set_defaults(func=func)
         return c
+
+    strict = ("exit with status 3 when the NADs are not converged or their convergence is "
+              "unknown (the result is written all the same)")  # fmt: skip
+    as_json = "print the result as one JSON document on stdout (for scripts)"
 
     c = command("nads", "Compute the NADs of a registry or user model.", cmd_nads)
     c.add_argument(
@@ -443,6 +482,7 @@ def parser() -> argparse.ArgumentParser:
         help="auto (default): CUDA when torch sees a GPU, else the CPU",
     )
     c.add_argument("--out", required=True, help=".npy (rows = NADs) or .pt (the full artifact)")
+    c.add_argument("--strict", action="store_true", help=strict)
     c = command(
         "plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads
     )
@@ -458,6 +498,8 @@ def parser() -> argparse.ArgumentParser:
         default=0.5,
         help="the convergence warning's threshold (0 to 1)",
     )
+    c.add_argument("--strict", action="store_true", help=strict + "; refused for a basis (.npy, "
+                   ".npz), which holds no convergence diagnostic")  # fmt: skip
     c = command(
         "compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare
     )
@@ -472,6 +514,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--first", type=_at_least(0), default=10,
                    help="matching NADs listed one by one")  # fmt: skip
+    c.add_argument("--json", action="store_true", help=as_json)
     c = command(
         "versus",
         "How far results are from a published curve or map: per protocol, the mean and largest "
@@ -490,6 +533,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--b", default="y", help="a CSV's frequency-b column (default y)")
     c.add_argument("--offset", type=int, default=0, help="added to a CSV's frequencies (-8 for "
                    "the NAD paper's dft_accuracies.csv)")  # fmt: skip
+    c.add_argument("--json", action="store_true", help=as_json)
     c = command(
         "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
     )
@@ -509,11 +553,17 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from .log import set_verbosity
+
+    set_verbosity(args.verbosity)
     try:
         return args.func(args)
     except Refused as e:
         print(f"nadpipe {args.command}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout closed early (| head): not an error of nadpipe's
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

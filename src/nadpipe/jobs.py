@@ -95,7 +95,9 @@ def nads_job(
         say(f"NADs of {job.arch} read from {job.file}: {len(vectors)} NADs of d = {shape.d}")
     else:
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
-        art = compute_nads(partial(models.build, job.model), job.settings, shape, device)
+        art = compute_nads(
+            partial(models.build, job.model), job.settings, shape, device, advice=None
+        )
     art.update(_nad_record(job), arch=job.arch, provenance=provenance())
     save_torch(art, artifact)
     atomic_write(npy, lambda tmp: np.save(open(tmp, "wb"), art["vectors"].numpy()))

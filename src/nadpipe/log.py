@@ -37,6 +37,16 @@ def _logger() -> logging.Logger:
     return LOG
 
 
+def set_verbosity(level: int) -> None:
+    """-1: warnings and errors only (no progress), 0: info (the default), 1: debug too."""
+    _logger().setLevel({-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}[level])
+
+
+def debug(message: str) -> None:
+    """A line shown only at -v (nadpipe's logger at DEBUG)."""
+    _logger().debug(message)
+
+
 def say(message: str) -> None:
     """One timestamped line on stderr (a log file gets one line per event, no progress
     frames)."""
@@ -81,7 +91,7 @@ class _Silent:
 
 def progress_bar(total: int, desc: str, unit: str = "it", enabled: bool = True):
     """A tqdm bar on a terminal; plain timestamped lines when stderr is a file (a job log)."""
-    if not enabled:
+    if not enabled or not _logger().isEnabledFor(logging.INFO):  # off, or -q
         return _Silent()
     if sys.stderr.isatty():
         from tqdm import tqdm

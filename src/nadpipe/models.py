@@ -382,6 +382,34 @@ def _takes_input_size(builder: Callable) -> bool:
     return "input_size" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def takes_arguments(builder: Callable) -> bool:
+    """Whether `builder` is a builder nadpipe calls as builder(in_channels=C, num_classes=K,
+    [input_size=(H, W)], **kwargs); False for one without parameters, which makes its one-logit
+    network as it is (what `compute_nads` and `nadpipe nads` accept too)."""
+    try:
+        return bool(inspect.signature(builder).parameters)
+    except (TypeError, ValueError):  # some callables have no signature: call them as builders
+        return True
+
+
+def call_builder(builder: Callable, shape: Shape, classes: int, kwargs: dict, name: str):
+    """`builder`'s module for inputs of `shape` and `classes` outputs. A builder without
+    parameters serves a single logit without kwargs (NADs) only; anything else is refused in
+    words that say which signature nadpipe needs."""
+    if not takes_arguments(builder):
+        if classes == 1 and not kwargs:
+            return builder()
+        use = "training (2 outputs)" if classes != 1 else "kwargs"
+        raise ModelError(
+            f"model {name!r} takes no arguments, so it makes one network as it is (enough for "
+            f"NADs: compute_nads, nadpipe nads); for {use} nadpipe calls it as "
+            f"{name.rpartition(':')[2]}(in_channels, num_classes, **kwargs): give it those "
+            "parameters"
+        )
+    extra = {"input_size": tuple(shape.size)} if _takes_input_size(builder) else {}
+    return builder(in_channels=shape.c, num_classes=classes, **extra, **kwargs)
+
+
 def build(spec: ModelSpec) -> nn.Module:
     """A fresh module of `spec` on the CPU, initialised from torch's global generator (the same
     numbers whatever device the job then moves it to: nadpipe.backend), or on the device of an
@@ -391,9 +419,8 @@ def build(spec: ModelSpec) -> nn.Module:
     from .backend import birth_device
 
     builder = resolve_builder(spec.model)
-    extra = {"input_size": tuple(spec.shape.size)} if _takes_input_size(builder) else {}
     with torch.device(birth_device()):
-        return builder(in_channels=spec.shape.c, num_classes=spec.classes, **extra, **spec.kwargs)
+        return call_builder(builder, spec.shape, spec.classes, spec.kwargs, spec.model)
 
 
 def build_model(
@@ -482,6 +509,8 @@ def _check(spec: ModelSpec) -> None:
             unexpected = re.search(r"unexpected keyword argument '(\w+)'", text)
             raise KwargsError(f"model {spec.model!r}: {text}", unexpected and unexpected[1]) from e
         raise ModelError(f"model {spec.model!r}: the builder raised TypeError: {text}") from e
+    except ModelError:  # said in nadpipe's words already (a builder without parameters)
+        raise
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"model {spec.model!r}: the builder raised {type(e).__name__}: {e}") from e
     if not isinstance(net, nn.Module):

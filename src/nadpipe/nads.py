@@ -19,19 +19,23 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from .backend import accelerated, born_on, cuda_rng_state, set_cuda_rng_state
+from .convergence import verdict
 from .data import Shape
 from .dipole import WindowedDipole
 from .io import derive_seed, generator
-from .log import progress_bar, say, warn
+from .log import debug, progress_bar, say, warn
+from .models import call_builder, takes_arguments
 from .settings import MAX_FULL_D, NadSettings
 
 KS = (1, 10, 50, 100)  # the split-half overlaps reported
@@ -276,13 +280,17 @@ def sample_sensitivities(
     chunk = settings.networks_per_chunk
     for start in range(0, settings.n_networks, chunk):
         ks = range(start, min(start + chunk, settings.n_networks))
+        began = time.perf_counter()
         nets = draw_networks(build, settings, ks, device)
+        built = time.perf_counter()
         s = batched_sensitivities(
             nets, x0, settings.estimator, settings.step, settings.batch_size, plan, bar.update,
             together,
         )  # fmt: skip
         rows = slice(start * settings.n_points, ks.stop * settings.n_points)
         out[rows] = s.reshape(-1, shape.d).cpu()
+        debug(f"NADs: networks {ks.start}-{ks.stop - 1} built in {built - began:.2f} s, "
+              f"probed in {time.perf_counter() - built:.2f} s")  # fmt: skip
     bar.close()
     return out
 
@@ -386,12 +394,22 @@ def compute_nads(
     device: torch.device | str = "cpu",
     progress: bool = True,
     together: bool | None = None,
+    advice: str | None = "raise NadSettings.n_networks (now {n})",
 ) -> dict:
     """The NAD artifact of the networks `build` makes (single logit, inputs of `shape`):
     vectors (k, d) float32 (row k = NAD k), eigenvalues, the split-half diagnostics and the
-    settings. Raise NadError when a sensitivity is not finite (the network's output overflows)."""
+    settings. Raise NadError when a sensitivity is not finite (the network's output overflows).
+
+    `build`: a callable without arguments that returns the one-logit network, or a builder as
+    the workflow's and the command's, called as build(in_channels=C, num_classes=1,
+    [input_size=(H, W)]). With `progress`, it logs its phases, the split-half overlaps and the
+    convergence verdict (nadpipe.convergence; a warning when not converged), `advice` saying
+    what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
+    whose figure job says it)."""
     if settings.estimator == "gradient":
         _warn_gradient()
+    if takes_arguments(build):  # a builder as the workflow's: (in_channels, num_classes, ...)
+        build = partial(call_builder, build, shape, 1, {}, getattr(build, "__name__", "build"))
     g = sample_sensitivities(build, settings, shape, device, progress, together)
     bad = (~torch.isfinite(g)).any(dim=1).reshape(settings.n_networks, -1).any(dim=1)
     if bad.any():
@@ -411,7 +429,7 @@ def compute_nads(
         raise NadError("the NAD eigenvalues are not finite; the sensitivities are degenerate")
     if progress:
         say("NADs: split-half diagnostic (the NADs of each half of the networks)")
-    return {
+    art = {
         "vectors": vecs.float(),
         "eigenvalues": evals,
         "shape": list(shape),
@@ -420,6 +438,14 @@ def compute_nads(
         "settings": asdict(settings),
         "device": torch.device(device).type,
     }
+    if progress and advice is not None:
+        sh = art["split_half"]
+        say(f"NADs: split-half subspace overlaps of the first k NADs: {overlaps_line(sh)}")
+        for k, why in sh["undefined"].items():
+            say(f"NADs: split-half overlap at k = {k} undefined: {why}")
+        kind, text = verdict(art, 0.5, advice.format(n=settings.n_networks))
+        (warn if kind in ("not converged", "unknown") else say)(f"NADs: {text}")
+    return art
 
 
 _GRADIENT_TOLD = []
