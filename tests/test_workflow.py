@@ -221,6 +221,8 @@ def test_a_finished_study_run_again_says_its_results_and_standing_warnings(run):
     assert "nadpipe: nothing to do, every result is up to date:" in out
     assert "results/nad_pairs/summary.parquet" in out.split("nothing to do")[1]
     assert "Warnings that stand for these results" in out and "NADs of lenet" in out
+    report = suggested(workdir, "--report", "results/report.html")
+    assert f"The report (figures, tables, the config that ran): {report}" in out
     newest = max((workdir / ".snakemake/log").glob("*.snakemake.log"), key=os.path.getmtime)
     assert "nadpipe: nothing to do, every result is up to date:" in newest.read_text()
 
@@ -252,7 +254,7 @@ def test_cross_sections_are_stored_per_model(run):
 
 
 def test_figures_and_report(run):
-    workdir, _ = run
+    workdir, res = run
     for arch in ("mlp", "lenet"):
         for fig in FIGURES:
             img = mpimg.imread(workdir / f"results/nad_pairs/plots/{fig}_{arch}.png")
@@ -264,8 +266,12 @@ def test_figures_and_report(run):
     assert set(signatures["arch_b"]) == {"mlp", "lenet", "fourier"}
     used = yaml.safe_load((workdir / "results/config.yaml").read_text())
     assert used["nad_pairs"]["n_train"] == 2000 and used["nads"]["step"] == 100.0  # default filled
-    snakemake(workdir, "--report", "report.html")
-    html = (workdir / "report.html").read_text(errors="replace")
+    # the report command the end of the run printed, with the run's own options, as typed
+    said = re.search(r"The report \(figures, tables, the config that ran\): (snakemake .*)$",
+                     res.stdout + res.stderr, re.M)[1]  # fmt: skip
+    assert said == suggested(workdir, "--report", "results/report.html")
+    command(workdir, said)
+    html = (workdir / "results/report.html").read_text(errors="replace")
     for fig in FIGURES:
         assert f"{fig}_lenet.png" in html
     assert "nads_lenet.png" in html and "summary_nad_pairs.html" in html
@@ -411,6 +417,11 @@ def test_a_corrupt_artifact_is_named_and_the_command_given_rebuilds_everything(r
     (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()  # its evaluation is due
     res = snakemake(copy, "--cores", "1", check=False)
     assert res.returncode != 0
+    # the failed ending: said last, naming no result as made, the job's log named above it
+    out = res.stdout + res.stderr
+    said = out.rindex("nadpipe stopped: a job failed (its log is named above).")
+    assert out.rindex("logs/nad_pairs/evaluate/lenet/i0_j0_s0.log") < said
+    assert "nadpipe finished" not in out and "nothing to do" not in out
     log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
     match = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)
     assert f"{model} cannot be read" in log and match

@@ -227,6 +227,17 @@ def job_warnings(since: float, root: str = "logs") -> list[str]:
     return list(dict.fromkeys(out))
 
 
+REPORT = "The report (figures, tables, the config that ran): {command}"
+
+
+def report_command() -> str:
+    """The command that makes this run's HTML report: its own options (config files,
+    overrides, directory), so that the report is of the results this run made."""
+    from .io import snakemake_command
+
+    return snakemake_command("--report", "results/report.html")
+
+
 def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
     """What the run says when it ends: its outputs (or that it failed) and every warning."""
     global _ended
@@ -236,6 +247,7 @@ def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
     lines = []
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
+        lines.append(REPORT.format(command=report_command()))
     else:
         lines.append("nadpipe stopped: a job failed (its log is named above).")
     found = list(dict.fromkeys([*warnings, *job_warnings(since)]))
@@ -250,6 +262,7 @@ def up_to_date(outputs: list[str], warnings: list[str], logs: str = "logs") -> s
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
+    lines.append(REPORT.format(command=report_command()))
     found = list(dict.fromkeys([*warnings, *job_warnings(0.0, logs)]))
     if found:
         lines.append(f"Warnings that stand for these results ({len(found)}):")
