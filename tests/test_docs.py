@@ -56,3 +56,29 @@ def test_the_readme_is_a_newcomers_page_that_points_into_the_docs():
     ci = (REPO / ".ci" / "run").read_text()
     test_command = tests.split("#")[0].strip()
     assert test_command in ci  # CI runs exactly the README's test command
+
+
+def test_the_widest_tables_fit_the_text_column_at_1400_px(tmp_path):
+    # b879b52: the key table 3 393 px wide in a 696 px column (the meaning column off screen),
+    # the summary table 1 480 px
+    from browser.chromium import driver
+
+    site = tmp_path / "site"
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    d = driver(tmp_path)
+    try:
+        for page in ("keys", "summary", "bad-inputs"):
+            d.get(f"file://{site / page / 'index.html'}")
+            column, widest = d.execute_script(
+                "const c = document.querySelector('.rst-content');"
+                "const t = [...document.querySelectorAll('.rst-content table')];"
+                "return [c.clientWidth, Math.max(...t.map(x => x.scrollWidth))];"
+            )
+            assert d.execute_script("return window.innerWidth") == 1400
+            assert 500 < column and widest <= column + 1, (page, widest, column)
+    finally:
+        d.quit()

@@ -88,6 +88,21 @@ def test_margins_share_a_scale_and_not_found_cells_are_marked(tmp_path):
     assert (reliance.get_images()[0].norm.vmin, reliance.get_images()[0].norm.vmax) == (0, 90)
 
 
+def test_did_not_learn_and_boundary_not_found_are_told_apart(tmp_path):
+    # b879b52: both dimgrey "xx", alike in the figure and in its legend
+    df = _rows().assign(outcome="learned")
+    df.loc[(df.nad_i == 0) & (df.nad_j == 9), "outcome"] = "did not learn"
+    fig = plots.reliance_heatmaps(df, "lenet", str(tmp_path / "r.png"))
+    legend = {t.get_text().split(":")[0].split(" within")[0]: h for leg in fig.legends
+              for t, h in zip(leg.get_texts(), leg.legend_handles, strict=True)}  # fmt: skip
+    dead, lost = legend["did not learn"], legend["boundary not found"]
+    assert dead.get_hatch() != lost.get_hatch()
+    assert tuple(dead.get_edgecolor()) != tuple(lost.get_edgecolor())
+    v1 = next(ax for ax in fig.axes if ax.get_title().startswith("median distance"))
+    patterns = {p.get_hatch() for p in v1.patches if p.get_hatch()}
+    assert patterns == {dead.get_hatch(), lost.get_hatch()}  # each cell in its own pattern
+
+
 def test_jacobian_norm_is_on_a_log_scale_and_transitions_are_per_relu_unit(tmp_path):
     fig = plots.complexity_heatmaps(_rows(), "lenet", str(tmp_path / "c.png"))
     jac = next(ax for ax in fig.axes if ax.get_title().startswith("softmax"))

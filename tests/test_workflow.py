@@ -105,6 +105,9 @@ def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "all"}
 
 
+MICRO_ARCHS = {"mlp": "mlp", "lenet": "lenet"}  # the architectures MICRO runs, and their models
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("wf")
@@ -266,6 +269,8 @@ def test_figures_and_report(run):
     assert set(signatures["arch_b"]) == {"mlp", "lenet", "fourier"}
     used = yaml.safe_load((workdir / "results/config.yaml").read_text())
     assert used["nad_pairs"]["n_train"] == 2000 and used["nads"]["step"] == 100.0  # default filled
+    # the architectures that ran, each with its model (b879b52: config entries, used or not)
+    assert {a: e["model"] for a, e in used["architectures"].items()} == MICRO_ARCHS
     # the report command the end of the run printed, with the run's own options, as typed
     said = re.search(r"The report \(figures, tables, the config that ran\): (snakemake .*)$",
                      res.stdout + res.stderr, re.M)[1]  # fmt: skip
@@ -277,6 +282,10 @@ def test_figures_and_report(run):
     assert "nads_lenet.png" in html and "summary_nad_pairs.html" in html
     assert "channel 2 zeroed" in html and "atan2" in html and "activation-pattern" in html
     assert "Headline numbers" in html and "What ran" in html  # the landing page
+    landing = (workdir / "results/report/landing.rst").read_text()
+    assert landing.count(".. image:: data:image/png;base64,") == 2  # reliance, per architecture
+    assert r"reliance\_mlp.png, reliance\_lenet.png" in landing  # as rst text
+    assert "config.html" in html  # the config as a page (b879b52: a .yaml to download)
     assert "System Message" not in html and "Docutils" not in html  # every caption renders
 
 
@@ -672,6 +681,10 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         load()
         landing = body()
         assert "What ran" in landing and "Headline numbers" in landing
+        # the page's top in reach, however long the page (Snakemake centres it in the window)
+        top = d.execute_script("return [...document.querySelectorAll('h1')].map("
+                               "h => h.getBoundingClientRect().top)")  # fmt: skip
+        assert min(top) >= 0, top
         assert "nad_pairs: test accuracy (%)" in landing
         # what the study found, from the results: LeNet follows its NADs
         assert "lenet: relied on the channel of the lower NAD index in 2 of 2 models" in landing
@@ -704,9 +717,23 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         load()
         click("NADs")
         wait.until(lambda d: "per architecture" in body() and "signatures" in body())
+        # the first page shows the headline figures themselves
         load()
+        shown = [i for i in d.find_elements(By.TAG_NAME, "img")
+                 if (i.get_attribute("src") or "").startswith("data:image/png")]  # fmt: skip
+        assert len(shown) == 2 and all(i.size["width"] > 200 for i in shown)
+        assert d.execute_script("return arguments[0].naturalWidth", shown[0]) > 500
+        # the config shown in place, not downloaded
         click("Configuration")
-        wait.until(lambda d: "config" in body())
+        rows = wait.until(lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "table tr")
+                                     if r.text.startswith("all")])  # fmt: skip
+        rows[0].find_elements(By.TAG_NAME, "a")[0].click()
+        wait.until(lambda d: d.find_elements(By.TAG_NAME, "iframe")
+                   or "n_networks" in body())  # fmt: skip
+        frames = d.find_elements(By.TAG_NAME, "iframe")
+        if frames:
+            d.switch_to.frame(frames[0])
+        assert "architectures:" in body() and "n_networks: 48" in body()
     finally:
         d.quit()
 

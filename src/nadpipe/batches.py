@@ -13,8 +13,10 @@ SLURM job. The batching happens when the jobs run:
   and moves it to its outputs. A job without a cached result (Snakemake reruns it for a reason
   the leader could not see, e.g. --forcerun) leads a batch of its own.
 So a changed setting retrains the cells it touches, and only those; a killed batch resumes from
-its checkpoint when its jobs run again; each member's divergence is its own. The results equal
-training each cell alone up to float rounding (tests/test_batches.py).
+its checkpoint when its jobs run again; each member's divergence is its own. Each step is the
+same arithmetic as training each cell alone, in another order: equal up to float rounding
+(tests/test_batches.py), a difference that can grow over a training at the edge of learning
+(docs/trust.md).
 """
 
 from __future__ import annotations

@@ -280,8 +280,12 @@ class Config:
         return [s for s, v in self.studies.items() if v.enabled]
 
     def resolved(self) -> dict:
-        """The config as plain data with every default filled in (results/config.yaml)."""
-        out = {"architectures": {k: st.plain(v) for k, v in self.architectures.items()}}
+        """The config as plain data with every default filled in (results/config.yaml): the
+        architectures that the enabled studies use (and those whose NADs they take), each with
+        its model named; entries no enabled study uses are left out."""
+        used = {a for s in self.enabled() for a in self.studies[s].architectures}
+        used |= {self.nad_source(a) for a in used}
+        out = {"architectures": {a: st.plain(self.arch(a)) for a in sorted(used)}}
         for block in st.BLOCKS:
             out[block] = st.plain(getattr(self, block))
         for study, s in self.studies.items():

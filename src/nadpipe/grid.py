@@ -29,6 +29,7 @@ NAD_FIGURE = "results/nads/plots/nads_{arch}.png"
 SIGNATURES = "results/signatures/overlaps.parquet"
 SIGNATURE_FIGURE = "results/signatures/signatures.png"
 CONFIG = "results/config.yaml"
+CONFIG_PAGE = "results/report/config.html"
 LANDING = "results/report/landing.rst"
 SUMMARY_TABLE = "results/report/summary_{study}.html"
 
@@ -271,6 +272,17 @@ class Plan:
             return [c.path(EVAL) + ".npz" for c in self.section_cells(arch)]
         return [SUMMARY.format(study=study)]
 
+    def headline_figures(self) -> list[str]:
+        """The figures on the report's first page: the first enabled study's headline figure
+        (Study.headline), one per architecture."""
+        for study in self.cfg.enabled():
+            figures = self.figures(study)
+            if figures:
+                name = REGISTRY[study].headline or next(iter(figures))
+                archs = self.cfg.studies[study].architectures
+                return [FIGURE.format(study=study, figure=name, arch=a) for a in archs]
+        return []
+
     def final_outputs(self) -> list[str]:
         """Every table and figure of the enabled studies, the NAD files and figures, the
         config and the report's pages."""
@@ -290,4 +302,4 @@ class Plan:
         out += [NAD.format(arch=a) + ".npy" for a in archs]
         if len(archs) >= 1:
             out += [SIGNATURES, SIGNATURE_FIGURE]
-        return out + [CONFIG, LANDING]
+        return out + [CONFIG, CONFIG_PAGE, LANDING]

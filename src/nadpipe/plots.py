@@ -60,6 +60,9 @@ def pair_grid(df: pd.DataFrame, condition: str, split: str = "test", value: str 
     )
 
 
+NOT_FOUND = ("tab:blue", "...")  # a margin search that found no boundary: (colour, hatch)
+
+
 @dataclass(frozen=True)
 class Mark:
     """Cells of a heatmap that hold no ordinary value, hatched and named in the legend."""
@@ -68,6 +71,7 @@ class Mark:
     colour: str
     label: str  # the legend's words
     text: str = ""  # written in a marked cell whose value is not a number
+    hatch: str = "xx"  # each kind of mark its own pattern (and colour), told apart at a glance
 
 
 def _cells(df: pd.DataFrame, flags: pd.Series) -> pd.DataFrame:
@@ -131,7 +135,7 @@ def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, marks: Sequence[Mark] =
         bad = mark.cells.reindex_like(grid).fillna(False).to_numpy(bool)
         for (r, c), b in np.ndenumerate(bad):
             if b:
-                _hatch(ax, r, c, mark.colour)
+                _hatch(ax, r, c, mark.colour, mark.hatch)
                 if mark.text and not np.isfinite(vals[r, c]):
                     ax.text(c, r, mark.text, ha="center", va="center", fontsize=7,
                             color=mark.colour)  # fmt: skip
@@ -140,7 +144,7 @@ def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, marks: Sequence[Mark] =
 
 def _legend_note(fig, marks: Sequence[Mark]) -> None:
     handles = [
-        Patch(facecolor="none", edgecolor=m.colour, hatch="xx", label=m.label)
+        Patch(facecolor="none", edgecolor=m.colour, hatch=m.hatch, label=m.label)
         for m in marks
         if m.cells.to_numpy().any()
     ]
@@ -187,14 +191,14 @@ def reliance_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     label = f"boundary not found within analysis.margin_max = {top:g} for most points"
     for ax, (m, g) in zip(axes[1:], margins.items(), strict=True):
         title = f"median distance to the boundary along {'v1 ⊕ 0' if m == 'v1' else '0 ⊕ v2'}"
-        found = [*marks, Mark(not_found[m], "dimgrey", label, "not\nfound")]
+        found = [*marks, Mark(not_found[m], NOT_FOUND[0], label, "not\nfound", NOT_FOUND[1])]
         im = _panel(ax, g, title, ".2g", found, vmin=0, vmax=top, cmap="cividis")
     fig.colorbar(
         im, ax=list(axes[1:]), label=f"median margin (input units, 0 to {top:g})", shrink=0.8
     )
     fig.suptitle(_pair_title(df, arch, "channel reliance and margins"))
     either = (not_found["v1"] | not_found["v2"].reindex_like(not_found["v1"])).fillna(False)
-    _legend_note(fig, [*marks, Mark(either.astype(bool), "dimgrey", label)])
+    _legend_note(fig, [*marks, Mark(either.astype(bool), NOT_FOUND[0], label, hatch=NOT_FOUND[1])])
     return _save(fig, output)
 
 

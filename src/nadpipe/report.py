@@ -17,9 +17,11 @@ from .io import load_parquet, save_text
 from .studies import REGISTRY, split_protocol
 
 ABOUT = {
-    "nad_pairs": "D(v1) ⊕ D(v2): channel block 1 from D(NAD i), block 2 from D(NAD j), one "
-    "label; either block alone solves the task, so which one a model uses is its "
-    "architecture's choice (underspecification paper, Sec. 3)",
+    "nad_pairs": "D(v1) ⊕ D(v2), where D(v) is a binary task along one direction v (x = ε·y·v "
+    "+ w, label y = ±1, Gaussian noise w of std σ orthogonal to v) and ⊕ stacks a sample of "
+    "each, with the same label, as channel blocks: block 1 from D(NAD i), block 2 from D(NAD "
+    "j); either block alone solves the task, so which one a model uses is its architecture's "
+    "choice (underspecification paper, Sec. 3)",
     "cifar_nad": "binary CIFAR-10 ⊕ D(NAD k): does the model use the CIFAR image or the "
     "synthetic channel (underspecification paper, Sec. 4)",
     "poison": "CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)",
@@ -198,8 +200,24 @@ def _min_overlap(config: dict, path: str) -> float:
     return own.get("min_overlap_top10", config["nads"]["min_overlap_top10"])
 
 
-def landing_page(config: dict, summaries: list[str], nads: list[str], output: str) -> None:
-    """Write the landing page's reStructuredText from the run's config and results."""
+def _figure(path: str) -> list[str]:
+    """An image directive showing `path` in the page itself (a data URI: the report is one
+    self-contained file)."""
+    import base64
+
+    with open(path, "rb") as f:
+        data = base64.b64encode(f.read()).decode()
+    name = os.path.basename(path)
+    # the URI in lines (docutils joins them, and refuses a line over 10 000 characters)
+    lines = [f"   {data[i : i + 76]}" for i in range(0, len(data), 76)]
+    return [".. image:: data:image/png;base64,", *lines, f"   :alt: {name}", "   :width: 49%", ""]
+
+
+def landing_page(
+    config: dict, summaries: list[str], nads: list[str], output: str, figures: list[str] = ()
+) -> None:
+    """Write the landing page's reStructuredText from the run's config and results, with the
+    headline `figures` (grid.Plan.headline_figures) under the headline numbers."""
     parts = [
         "nadpipe: which of several equally good solutions an architecture learns",
         "=" * 72,
@@ -228,6 +246,13 @@ def landing_page(config: dict, summaries: list[str], nads: list[str], output: st
     parts += ["Headline numbers", "----------------", ""]
     for study, df in frames.items():
         parts += [_headline(study, df), ""]
+    if figures:
+        study = os.path.basename(os.path.dirname(os.path.dirname(figures[0])))
+        names = ", ".join(os.path.basename(p) for p in figures)
+        parts += [_rst(f"{study}, one figure per architecture ({names}; their captions are "
+                       "under the study's category):"), ""]  # fmt: skip
+        for path in figures:
+            parts += _figure(path)
     parts += [
         _rst(
             "The figures are under the categories on the left (one per study, and NADs); each "
@@ -236,7 +261,24 @@ def landing_page(config: dict, summaries: list[str], nads: list[str], output: st
         ),
         "",
     ]
+    # Snakemake's report centres its first page in a box of the window's height: a page taller
+    # than the window would lose its top, out of reach of the scroll bar
+    parts += [".. raw:: html", "", f"   <style>{TOP_ALIGNED}</style>", ""]
     save_text("\n".join(parts), output)
+
+
+TOP_ALIGNED = ".h-screen.items-center { align-items: safe center; }"
+
+
+def config_page(text: str, output: str) -> None:
+    """The config (YAML `text`) as an HTML page the report shows in place (a .yaml would be a
+    download)."""
+    from html import escape
+
+    title = "<h3>The config this run used, every default filled in (results/config.yaml)</h3>"
+    style = "pre { font-size: 13px; line-height: 1.35; white-space: pre-wrap; }"
+    save_text(f"<html><head><style>{style}</style></head><body>{title}<pre>{escape(text)}</pre>"
+              "</body></html>\n", output)  # fmt: skip
 
 
 def summary_table(df: pd.DataFrame, output: str) -> None:

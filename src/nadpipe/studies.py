@@ -192,6 +192,7 @@ class Study:
     index_extra: ClassVar[int] = 0  # NADs past a configured index k a cell uses (k .. k + this)
     measures: ClassVar[tuple[str, ...]] = ()
     figures: ClassVar[dict[str, Figure]] = {}
+    headline: ClassVar[str] = ""  # the figure on the report's first page ("": the first)
 
     def variants(self, s: StudySettings) -> list:
         return [self.variant(k) for k in s.indices]
@@ -250,6 +251,7 @@ def _nad(vectors: torch.Tensor, k: int, shape: Shape) -> torch.Tensor:
 
 class NadPairs(Study):
     name = "nad_pairs"
+    headline = "reliance"
     settings = PairStudy
     variant = NadPair
     data_keys = ("eps1", "eps2", "sigma", "n_train", "n_test")
@@ -258,10 +260,14 @@ class NadPairs(Study):
         "heatmap": Figure(
             "pair_heatmaps",
             "Test accuracy of {arch} trained on D(v1) ⊕ D(v2), v1 = NAD i (channel 1, margin "
-            "ε1), v2 = NAD j (channel 2, margin ε2), mean over seeds. Left: both channels (in "
-            "distribution); middle: channel 2 zeroed; right: channel 1 zeroed. A model that "
-            "solves the task but fails on one channel alone relies on the other channel; low "
-            "accuracy on the left means the architecture cannot learn those NAD directions.",
+            "ε1), v2 = NAD j (channel 2, margin ε2), mean over seeds. D(v) is a binary task "
+            "along one direction: x = ε·y·v + w, label y = ±1, Gaussian noise w of std σ "
+            "orthogonal to v; ⊕ stacks a sample of D(v1) and one of D(v2) with the same label "
+            "as two channels, so that either channel alone solves the task. Left: both "
+            "channels (in distribution); middle: channel 2 zeroed; right: channel 1 zeroed. "
+            "A model that solves the task but fails on one channel alone relies on the other "
+            "channel; low accuracy on the left means the architecture cannot learn those NAD "
+            "directions.",
         ),
         "reliance": Figure(
             "reliance_heatmaps",

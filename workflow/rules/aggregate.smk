@@ -44,8 +44,9 @@ rule report_summary:
 
 rule resolved_config:
     output:
-        report(
-            "results/config.yaml",
+        yaml="results/config.yaml",
+        page=report(
+            "results/report/config.html",
             caption="../report/config.rst",
             category="Configuration",
             labels={"architecture": "all", "figure": "config"},
@@ -64,6 +65,7 @@ rule report_landing:
     input:
         summaries=expand("results/{study}/summary.parquet", study=CFG.enabled()),
         nads=expand("results/nads/{arch}.json", arch=PLAN.nad_architectures()),
+        figures=PLAN.headline_figures(),
     output:
         "results/report/landing.rst",
     log:

@@ -1,8 +1,11 @@
-"""The config the run used, every default filled in, for the report."""
+"""The config the run used, every default filled in: as YAML, and as a page the report shows."""
 
 import yaml
 
 from nadpipe.io import job_log, save_text
+from nadpipe.report import config_page
 
 with job_log(snakemake.log[0]):
-    save_text(yaml.safe_dump(snakemake.params.config, sort_keys=False), snakemake.output[0])
+    text = yaml.safe_dump(snakemake.params.config, sort_keys=False)
+    save_text(text, snakemake.output.yaml)
+    config_page(text, snakemake.output.page)
