@@ -17,10 +17,12 @@ check_yaml(
 configfile: "config.yaml"
 
 
-report: "workflow/report/workflow.rst"
-
-
 include: "workflow/rules/common.smk"
+
+
+report: os.path.abspath(f"{R}/report/landing.rst")  # the first page, made by report_landing
+
+
 include: "workflow/rules/nads.smk"
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/train.smk"

@@ -94,4 +94,4 @@ def test_a_batch_of_cells_asks_for_one_gpu_and_its_other_cells_run_after_it(tmp_
     assert all(j["gpu"] == 0 for j in others), others
     outputs = {re.search(r"(\S+\.json)", j["output"])[1] for j in leaders}
     for j in others:  # each depends on the record of a leader of its study and architecture
-        assert set(re.findall(r"(results/\S+?\.json)", j["input"])) <= outputs, j
+        assert set(re.findall(r"(results-micro/\S+?\.json)", j["input"])) <= outputs, j

@@ -351,7 +351,7 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     }  # fmt: skip
     (tmp_path / "reduced.yaml").write_text(yaml.safe_dump(reduced))
     snakemake(tmp_path, "--cores", "2", "--configfile", str(tmp_path / "reduced.yaml"))
-    df = pd.read_parquet(tmp_path / "results/single_direction/summary.parquet")
+    df = pd.read_parquet(tmp_path / "results-reduced/single_direction/summary.parquet")
     row = df.iloc[0]
     # the NAD code's protocol: SGD without momentum, lr 0.5 falling linearly, clipping 0.5,
     # x = +-(eps'/2) v + w with eps' = 1, sigma 3
@@ -365,13 +365,13 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     published = df[df["arch"] == "published"]
     assert set(published["nad_file"]) == {str(tmp_path / "published.npy")}
     assert np.array_equal(
-        np.load(tmp_path / "results/nads/published.npy"), basis.astype(np.float32)
+        np.load(tmp_path / "results-reduced/nads/published.npy"), basis.astype(np.float32)
     )
-    fourier = pd.read_parquet(tmp_path / "results/fourier/summary.parquet")
+    fourier = pd.read_parquet(tmp_path / "results-reduced/fourier/summary.parquet")
     assert set(zip(fourier["freq_a"], fourier["freq_b"], strict=True)) == {
         (-1, -1), (-1, 0), (0, -1), (0, 0)
     }  # fmt: skip  # the centred grid: the zero frequency in the middle
-    img = mpimg.imread(tmp_path / "results/fourier/plots/accuracy_lenet.png")
+    img = mpimg.imread(tmp_path / "results-reduced/fourier/plots/accuracy_lenet.png")
     assert img.std() > 0.05
     # the NAD file replaced in place by another basis, its time stamp kept (cp -p): every
     # result that rests on it is stale, and only those (at 820f241: "Nothing to be done")

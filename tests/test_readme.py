@@ -56,13 +56,13 @@ def test_your_own_architecture_lines_run_as_written(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
     assert jobs["nads"] == "2" and jobs["train"] == "50"  # LeNet's 25 and small_cnn's 25
-    assert "results/nads/small_cnn.pt" in res.stdout
+    assert "results-mine/nads/small_cnn.pt" in res.stdout  # its own results folder
     # the second line at the size the README says: configs/smoke.yaml under mine.yaml
     assert "the second with `--configfile configs/smoke.yaml mine.yaml`" in README
     smoke = [*run[:-1], str(REPO / "configs" / "smoke.yaml"), "mine.yaml"]
     res = subprocess.run([*snakemake, *smoke[1:]], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
+    df = pd.read_parquet(tmp_path / "results-smoke+mine/nad_pairs/summary.parquet")
     assert set(df["arch"]) == {"lenet", "small_cnn"} and df["accuracy"].between(0, 1).all()
     # a layer of mynets.py edited: its NADs and trainings are planned again, LeNet's are not
     # (b879b52: "Nothing to be done")
@@ -71,8 +71,10 @@ def test_your_own_architecture_lines_run_as_written(tmp_path):
                          text=True)  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
-    assert jobs["nads"] == "1" and "results/nads/small_cnn.pt" in res.stdout
-    assert "results/nads/lenet.pt" not in res.stdout and jobs["train"] == str(len(df) // 6 // 2)
+    assert jobs["nads"] == "1" and "results-smoke+mine/nads/small_cnn.pt" in res.stdout
+    assert "results-smoke+mine/nads/lenet.pt" not in res.stdout and jobs["train"] == str(
+        len(df) // 6 // 2
+    )
 
 
 def test_the_command_line_block_runs_as_written(tmp_path):

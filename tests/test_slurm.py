@@ -68,13 +68,16 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
     assert len(set(submitted)) == len(submitted)
     print(f"SLURM job ids: {' '.join(submitted)}")  # shown with pytest -s
     # the results are right, and each training knows its SLURM job, host and GPU
-    df = pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")
+    df = pd.read_parquet(tmp_path / "results-smoke+cpu/nad_pairs/summary.parquet")
     assert len(df) == 2 * 3 and df["accuracy"].between(0, 1).all()
     test = df[df["split"] == "test"].set_index("condition")["accuracy"]
     assert test["both"] > 0.85 and test["ch1_only"] > 0.85  # LeNet learns NAD 0
-    runs = pd.read_parquet(tmp_path / "results/nad_pairs/runs.parquet")
+    runs = pd.read_parquet(tmp_path / "results-smoke+cpu/nad_pairs/runs.parquet")
     assert len(runs) == 1 and set(runs["slurm_job_id"]) <= set(submitted)
     # gpus.device: cpu asks SLURM for no GPU (b879b52: --gpus=1 for every job, given GPU "0")
     assert set(runs["cuda_visible_devices"]) == {""}
     assert (runs["host"] != "").all()
-    assert Path(tmp_path / "results/nad_pairs/plots/heatmap_lenet.png").stat().st_size > 10_000
+    assert (
+        Path(tmp_path / "results-smoke+cpu/nad_pairs/plots/heatmap_lenet.png").stat().st_size
+        > 10_000
+    )

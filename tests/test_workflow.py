@@ -20,9 +20,11 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SCHEMA
 
+from nadpipe import config as nc
 from nadpipe import plots
+from nadpipe.grid import Plan
 from nadpipe.jobs import RUN_COLUMNS
 
 MICRO = {
@@ -92,11 +94,12 @@ def suggested(workdir: Path, *args: str) -> str:
 
 
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
-    """Job counts of a dry run, with `change` merged over the config as --configfile would."""
+    """Job counts of a dry run, with `change` merged over the config as --configfile would
+    (as an edit of that config: into its results folder)."""
     args = ["-n", "--cores", "1"]
     if change is not None:
         path = workdir / "change.yaml"
-        path.write_text(yaml.safe_dump(change))
+        path.write_text(yaml.safe_dump({"results": "results", **change}))
         args += ["--configfile", str(path)]
     out = snakemake(workdir, *args).stdout
     if "Nothing to be done" in out:
@@ -570,22 +573,66 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
     (copy / "tiny.yaml").write_text("nad_pairs: {indices: [0]}\n")  # a subset of the cells
+    # (its own results folder, results-tiny: the default config's stay as they are)
     base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
     tiny = [*base, "--configfile", "tiny.yaml", "--cores", "2"]  # as a user types it, in copy
     assert subprocess.run(tiny, cwd=copy, capture_output=True).returncode == 0
-    model = "results/nad_pairs/models/lenet/i0_j0_s0.pt"
+    model = "results-tiny/nad_pairs/models/lenet/i0_j0_s0.pt"
     data = (copy / model).read_bytes()
     (copy / model).write_bytes(data[:100])
-    (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()
+    (copy / "results-tiny/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()
     res = subprocess.run(tiny, cwd=copy, capture_output=True, text=True)
     assert res.returncode != 0
     log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
     given = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)[1]
     assert "--configfile tiny.yaml" in given
     command(copy, given)  # typed as given, from where the run was started
-    summary = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
+    summary = pd.read_parquet(copy / "results-tiny/nad_pairs/summary.parquet")
     assert set(summary["nad_i"]) == {0}  # tiny's study, not the default one (820f241's command)
     assert (copy / model).read_bytes() == data
+
+
+def test_configs_in_one_directory_keep_their_own_results(run, tmp_path):
+    # b879b52: every config wrote to results/: smoke, default, smoke again recomputed the NADs
+    # each time, and the report of one config showed (or missed) the other's files
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+    default = {p: p.read_bytes() for p in (copy / "results").rglob("*") if p.is_file()}
+    (copy / "other.yaml").write_text(yaml.safe_dump(
+        {"nads": {"n_networks": 24}, "nad_pairs": {"indices": [0], "train": {"epochs": 2}}}
+    ))  # fmt: skip
+    other_yaml = str(copy / "other.yaml")
+    res = snakemake(copy, "--cores", "2", "--configfile", other_yaml)
+    assert (copy / "results-other/nads/lenet.pt").exists()
+    other = pd.read_parquet(copy / "results-other/nad_pairs/summary.parquet")
+    assert set(other["nad_i"]) == {0} and set(other["epochs"]) == {2}
+    # the default config's results untouched, and going back to it: nothing to do
+    assert {p: p.read_bytes() for p in (copy / "results").rglob("*") if p.is_file()} == default
+    assert planned(copy) == {}
+    again = snakemake(copy, "-n", "--cores", "1", "--configfile", other_yaml)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    # the report command that run printed: of its own results
+    said = re.search(r"The report \(figures, tables, the config that ran\): (snakemake .*)$",
+                     res.stdout + res.stderr, re.M)[1]  # fmt: skip
+    assert said == suggested(copy, "--configfile", other_yaml, "--report",
+                             "results-other/report.html")  # fmt: skip
+    command(copy, said)
+    html = (copy / "results-other/report.html").read_text(errors="replace")
+    assert "reliance_lenet.png" in html and "lenet: 24 random networks" in html
+
+
+def test_the_results_folder_is_named_by_the_key_and_stays_in_the_run_directory():
+    cfg = {"nad_pairs": {"indices": [0]}}
+    loaded = nc.load_config({**cfg, "results": "runs/a"}, SCHEMA)[0]
+    assert nc.results_root(loaded, ["/x/smoke.yaml"]) == "runs/a"
+    plain = nc.load_config(cfg, SCHEMA)[0]
+    assert nc.results_root(plain, []) == "results"
+    assert nc.results_root(plain, ["/x/smoke.yaml", "y/mine.yaml"]) == "results-smoke+mine"
+    assert Plan(plain, "results-x").final_outputs()[0] == "results-x/nad_pairs/summary.parquet"
+    for bad, says in (("/tmp/r", "not a folder inside"), ("../r", "not a folder inside"),
+                      (".snakemake/r", "inside .snakemake/")):  # fmt: skip
+        with pytest.raises(nc.ConfigError, match=f"^config key 'results': '{bad}' is {says}"):
+            nc.load_config({**cfg, "results": bad}, SCHEMA)
 
 
 DEAD_NETS = """

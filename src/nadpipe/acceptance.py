@@ -98,7 +98,7 @@ def _snakemake(root: Path, work: Path, device: str, *extra: str) -> tuple[float,
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{(res.stdout + res.stderr)[-4000:]}")
-    return time.perf_counter() - start, work / "results"
+    return time.perf_counter() - start, work / "results-micro"  # --configfile micro.yaml
 
 
 def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str]]:

@@ -258,6 +258,7 @@ class Config:
     cifar10: st.CifarSettings
     gpus: st.GpuSettings
     studies: dict[str, StudySettings]
+    results: str | None = None  # the results folder; None: results_root derives it
 
     def arch(self, name: str) -> Architecture:
         """The architecture's entry, or a registry model's default entry."""
@@ -299,7 +300,19 @@ def build(cfg: dict) -> Config:
     }
     blocks = {b: _build(cls(), cfg.get(b, {})) for b, cls in st.BLOCKS.items()}
     studies = {s: _build(cls(), cfg.get(s, {})) for s, cls in st.STUDY_SETTINGS.items()}
-    return Config(architectures=dict(sorted(archs.items())), studies=studies, **blocks)
+    return Config(architectures=dict(sorted(archs.items())), studies=studies,
+                  results=cfg.get("results"), **blocks)  # fmt: skip
+
+
+def results_root(cfg: Config, configfiles=()) -> str:
+    """The run's results folder: the `results` key; without it, `results` for config.yaml
+    alone and `results-NAME` for a run given `--configfile NAME.yaml` (names joined by '+'
+    for several files), so that runs of different config files in one directory never
+    overwrite each other's artifacts. `--config` overrides tweak their config in place."""
+    if cfg.results is not None:
+        return cfg.results.rstrip("/")
+    names = [Path(f).stem for f in configfiles]
+    return "results" if not names else "results-" + "+".join(names)
 
 
 # -- checks the schema cannot express ------------------------------------------------------------
@@ -471,6 +484,19 @@ def model_specs(cfg: Config) -> list[tuple[str, st.ModelSpec]]:
 def check(cfg: Config, raw: dict | None = None) -> list[str]:
     """Checks the schema cannot express (raise ConfigError naming the key); returns warnings
     about settings that are given but have no effect."""
+    if cfg.results is not None:
+        parts = Path(cfg.results).parts
+        if Path(cfg.results).is_absolute() or ".." in parts or not parts:
+            raise ConfigError(
+                f"config key 'results': {cfg.results!r} is not a folder inside the working "
+                "directory (a relative path without '..', e.g. results-mine): results stay "
+                "in the run's directory"
+            )
+        if parts[0] in (".snakemake", ".nadpipe", "logs"):
+            raise ConfigError(
+                f"config key 'results': {cfg.results!r} is inside {parts[0]}/, which "
+                "Snakemake or nadpipe keep for themselves"
+            )
     warnings = []
     used: set[str] = set()
     for study in cfg.enabled():
@@ -668,7 +694,8 @@ def reference_table(schema_path: str | Path) -> str:
     schema). The README holds it; a test keeps the two in agreement."""
     schema = yaml.safe_load(Path(schema_path).read_text())
     props = schema["properties"]
-    rows = []
+    rows = [("results", "`results`, or `results-NAME` with `--configfile NAME.yaml`",
+             _describe(schema, props["results"]))]  # fmt: skip
     arch = props["architectures"]["additionalProperties"]
     for name, sub in arch["properties"].items():
         default = "the entry's name" if name == "model" else _fmt(getattr(Architecture(), name))

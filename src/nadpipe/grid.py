@@ -19,19 +19,20 @@ from .provenance import source_digest
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
 from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure, split_protocol, with_protocol
 
-NAD = "results/nads/{arch}"
-MODEL = "results/{study}/models/{arch}/{variant}_s{seed}"
-EVAL = "results/{study}/eval/{arch}/{variant}_s{seed}"
-SUMMARY = "results/{study}/summary.parquet"
-RUNS = "results/{study}/runs.parquet"
-FIGURE = "results/{study}/plots/{figure}_{arch}.png"
-NAD_FIGURE = "results/nads/plots/nads_{arch}.png"
-SIGNATURES = "results/signatures/overlaps.parquet"
-SIGNATURE_FIGURE = "results/signatures/signatures.png"
-CONFIG = "results/config.yaml"
-CONFIG_PAGE = "results/report/config.html"
-LANDING = "results/report/landing.rst"
-SUMMARY_TABLE = "results/report/summary_{study}.html"
+# every path under the run's results folder, {root} (Plan.root: nadpipe.config.results_root)
+NAD = "{root}/nads/{arch}"
+MODEL = "{root}/{study}/models/{arch}/{variant}_s{seed}"
+EVAL = "{root}/{study}/eval/{arch}/{variant}_s{seed}"
+SUMMARY = "{root}/{study}/summary.parquet"
+RUNS = "{root}/{study}/runs.parquet"
+FIGURE = "{root}/{study}/plots/{figure}_{arch}.png"
+NAD_FIGURE = "{root}/nads/plots/nads_{arch}.png"
+SIGNATURES = "{root}/signatures/overlaps.parquet"
+SIGNATURE_FIGURE = "{root}/signatures/signatures.png"
+CONFIG = "{root}/config.yaml"
+CONFIG_PAGE = "{root}/report/config.html"
+LANDING = "{root}/report/landing.rst"
+SUMMARY_TABLE = "{root}/report/summary_{study}.html"
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,9 @@ class Cell:
     variant: str
     seed: int
 
-    def path(self, template: str) -> str:
+    def path(self, template: str, root: str = "results") -> str:
         return template.format(
-            study=self.study, arch=self.arch, variant=self.variant, seed=self.seed
+            root=root, study=self.study, arch=self.arch, variant=self.variant, seed=self.seed
         )
 
 
@@ -96,8 +97,9 @@ class EvalJob:
 class Plan:
     """The jobs of a validated config."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, root: str = "results"):
         self.cfg = cfg
+        self.root = root  # the results folder (nadpipe.config.results_root)
         self._digests: dict[str, str] = {}  # NAD file -> sha256, read once per run
 
     # -- cells ----------------------------------------------------------------------------
@@ -193,7 +195,7 @@ class Plan:
             if study in self.grouped():
                 continue
             for c in self.cells(study):
-                path = c.path(MODEL)
+                path = c.path(MODEL, self.root)
                 job = self.train_job(study, c.arch, c.variant, (c.seed,))
                 out.append((job, path + ".pt", path + ".json"))
         return out
@@ -241,7 +243,7 @@ class Plan:
         """The NAD artifact a study's job of `arch` reads (none for a study without NADs)."""
         if not REGISTRY[study].needs_nads:
             return []
-        return [NAD.format(arch=self.cfg.nad_source(arch)) + ".pt"]
+        return [NAD.format(root=self.root, arch=self.cfg.nad_source(arch)) + ".pt"]
 
     def references(self, study: str) -> dict:
         """Architecture -> its published table (nadpipe.references) with the file's sha256, so
@@ -265,12 +267,12 @@ class Plan:
         return cifar_files(self.cfg.cifar10.root)
 
     def evaluations(self, study: str) -> list[str]:
-        return [c.path(EVAL) + ".parquet" for c in self.cells(study)]
+        return [c.path(EVAL, self.root) + ".parquet" for c in self.cells(study)]
 
     def figure_inputs(self, study: str, figure: str, arch: str) -> list[str]:
         if self.figures(study)[figure].source == "arrays":
-            return [c.path(EVAL) + ".npz" for c in self.section_cells(arch)]
-        return [SUMMARY.format(study=study)]
+            return [c.path(EVAL, self.root) + ".npz" for c in self.section_cells(arch)]
+        return [SUMMARY.format(root=self.root, study=study)]
 
     def headline_figures(self) -> list[str]:
         """The figures on the report's first page: the first enabled study's headline figure
@@ -280,7 +282,9 @@ class Plan:
             if figures:
                 name = REGISTRY[study].headline or next(iter(figures))
                 archs = self.cfg.studies[study].architectures
-                return [FIGURE.format(study=study, figure=name, arch=a) for a in archs]
+                return [
+                    FIGURE.format(root=self.root, study=study, figure=name, arch=a) for a in archs
+                ]
         return []
 
     def final_outputs(self) -> list[str]:
@@ -288,18 +292,22 @@ class Plan:
         config and the report's pages."""
         out = []
         for study in self.cfg.enabled():
-            out += [SUMMARY.format(study=study), RUNS.format(study=study)]
             out += [
-                FIGURE.format(study=study, figure=f, arch=a)
+                SUMMARY.format(root=self.root, study=study),
+                RUNS.format(root=self.root, study=study),
+            ]
+            out += [
+                FIGURE.format(root=self.root, study=study, figure=f, arch=a)
                 for f in self.figures(study)
                 for a in self.cfg.studies[study].architectures
             ]
-            out.append(SUMMARY_TABLE.format(study=study))
+            out.append(SUMMARY_TABLE.format(root=self.root, study=study))
         if not out:
             return []
         archs = self.nad_architectures()
-        out += [NAD_FIGURE.format(arch=a) for a in archs]
-        out += [NAD.format(arch=a) + ".npy" for a in archs]
+        out += [NAD_FIGURE.format(root=self.root, arch=a) for a in archs]
+        out += [NAD.format(root=self.root, arch=a) + ".npy" for a in archs]
         if len(archs) >= 1:
             out += [SIGNATURES, SIGNATURE_FIGURE]
-        return out + [CONFIG, CONFIG_PAGE, LANDING]
+        out += [CONFIG, CONFIG_PAGE, LANDING]
+        return [p.format(root=self.root) if "{root}" in p else p for p in out]

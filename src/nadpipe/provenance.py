@@ -60,9 +60,9 @@ def provenance() -> dict[str, str]:
 MAX_NAMED = 20  # stale results named one by one in the command that recomputes them
 # rule of each artifact kind that carries provenance, and where it lies under results/
 ARTIFACTS = {
-    "nads": "results/nads/*.json",
-    "train": "results/*/models/*/*.json",
-    "evaluate": "results/*/eval/*/*.parquet",
+    "nads": "nads/*.json",
+    "train": "*/models/*/*.json",
+    "evaluate": "*/eval/*/*.parquet",
 }
 
 
@@ -79,15 +79,16 @@ def _source_of(path: str) -> str | None:
         return None
 
 
-def stale(root: str | os.PathLike = ".") -> dict[str, list[str]]:
-    """Per rule, the artifacts under `root` whose provenance names other library source than
-    this one (those without provenance count as other source: an older nadpipe made them)."""
+def stale(results: str = "results") -> dict[str, list[str]]:
+    """Per rule, the artifacts in the results folder `results` whose provenance names other
+    library source than this one (those without provenance count as other source: an older
+    nadpipe made them), as paths like the rules' own (results/...)."""
     now = source_hash()
     out: dict[str, list[str]] = defaultdict(list)
     for rule, pattern in ARTIFACTS.items():
-        for path in sorted(glob.glob(os.path.join(root, pattern))):
+        for path in sorted(glob.glob(os.path.join(glob.escape(results), pattern))):
             if _source_of(path) != now:
-                out[rule].append(os.path.relpath(path, root))
+                out[rule].append(path)
     return dict(out)
 
 

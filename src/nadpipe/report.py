@@ -275,7 +275,9 @@ def config_page(text: str, output: str) -> None:
     download)."""
     from html import escape
 
-    title = "<h3>The config this run used, every default filled in (results/config.yaml)</h3>"
+    title = (
+        "<h3>The config this run used, every default filled in (config.yaml in its results)</h3>"
+    )
     style = "pre { font-size: 13px; line-height: 1.35; white-space: pre-wrap; }"
     save_text(f"<html><head><style>{style}</style></head><body>{title}<pre>{escape(text)}</pre>"
               "</body></html>\n", output)  # fmt: skip

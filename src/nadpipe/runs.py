@@ -190,7 +190,9 @@ def killed_run_message(last: str, root: str = ".") -> str | None:
     )
 
 
-def start(dryrun: bool, warm: bool = True, argv: list[str] | None = None) -> list[str]:
+def start(
+    dryrun: bool, warm: bool = True, argv: list[str] | None = None, results: str = "results"
+) -> list[str]:
     """The start-of-run checks, and (`warm`: jobs run in this Python environment) the warm job
     server of nadpipe.worker; returns warnings to print. Hands the run's identifying options
     to its jobs (io.RUN_ENV), so that every command they suggest repeats them."""
@@ -209,7 +211,7 @@ def start(dryrun: bool, warm: bool = True, argv: list[str] | None = None) -> lis
             from . import worker
 
             _server = worker.start()
-    message = provenance.stale_message(provenance.stale())
+    message = provenance.stale_message(provenance.stale(results))
     return found + ([message] if message else [])
 
 
@@ -230,15 +232,17 @@ def job_warnings(since: float, root: str = "logs") -> list[str]:
 REPORT = "The report (figures, tables, the config that ran): {command}"
 
 
-def report_command() -> str:
-    """The command that makes this run's HTML report: its own options (config files,
-    overrides, directory), so that the report is of the results this run made."""
+def report_command(results: str = "results") -> str:
+    """The command that makes this run's HTML report, in its results folder: its own options
+    (config files, overrides, directory), so that the report is of the results this run made."""
     from .io import snakemake_command
 
-    return snakemake_command("--report", "results/report.html")
+    return snakemake_command("--report", f"{results}/report.html")
 
 
-def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
+def end(
+    ok: bool, outputs: list[str], warnings: list[str], since: float, results: str = "results"
+) -> str:
     """What the run says when it ends: its outputs (or that it failed) and every warning."""
     global _ended
     _ended = True
@@ -247,7 +251,7 @@ def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
     lines = []
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
-        lines.append(REPORT.format(command=report_command()))
+        lines.append(REPORT.format(command=report_command(results)))
     else:
         lines.append("nadpipe stopped: a job failed (its log is named above).")
     found = list(dict.fromkeys([*warnings, *job_warnings(since)]))
@@ -257,12 +261,14 @@ def end(ok: bool, outputs: list[str], warnings: list[str], since: float) -> str:
     return "\n".join(lines)
 
 
-def up_to_date(outputs: list[str], warnings: list[str], logs: str = "logs") -> str:
+def up_to_date(
+    outputs: list[str], warnings: list[str], logs: str = "logs", results: str = "results"
+) -> str:
     """What a run says when every result was already up to date (Snakemake then ends without
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
-    lines.append(REPORT.format(command=report_command()))
+    lines.append(REPORT.format(command=report_command(results)))
     found = list(dict.fromkeys([*warnings, *job_warnings(0.0, logs)]))
     if found:
         lines.append(f"Warnings that stand for these results ({len(found)}):")
@@ -271,7 +277,10 @@ def up_to_date(outputs: list[str], warnings: list[str], logs: str = "logs") -> s
 
 
 def summarise_at_exit(
-    outputs: Callable[[], list[str]], warnings: list[str], logfiles: Callable[[], list[str]]
+    outputs: Callable[[], list[str]],
+    warnings: list[str],
+    logfiles: Callable[[], list[str]],
+    results: str = "results",
 ) -> None:
     """When this run ends without its end-of-run summary because Snakemake found nothing to do
     (it said so through its logger), say `up_to_date` on stderr and in Snakemake's log file.
@@ -294,7 +303,7 @@ def summarise_at_exit(
     def at_exit() -> None:
         if _ended or not said:  # b879b52 said "nothing to do" after a LockException too
             return
-        text = up_to_date(outputs(), warnings, logs)
+        text = up_to_date(outputs(), warnings, logs, results)
         print(text, file=sys.stderr, flush=True)
         for path in logfiles():
             with contextlib.suppress(OSError), open(path, "a") as f:

@@ -10,8 +10,8 @@ rule aggregate:
         evaluations=evaluations_of,
         references=lambda w: PLAN.reference_files(w.study),
     output:
-        summary="results/{study}/summary.parquet",
-        runs="results/{study}/runs.parquet",
+        summary=f"{R}/{{study}}/summary.parquet",
+        runs=f"{R}/{{study}}/runs.parquet",
     log:
         "logs/{study}/aggregate.log",
     conda:
@@ -25,10 +25,10 @@ rule aggregate:
 
 rule report_summary:
     input:
-        "results/{study}/summary.parquet",
+        f"{R}/{{study}}/summary.parquet",
     output:
         report(
-            "results/report/summary_{study}.html",
+            f"{R}/report/summary_{{study}}.html",
             caption="../report/summary_table.rst",
             category="{study}",
             subcategory="summary",
@@ -44,9 +44,9 @@ rule report_summary:
 
 rule resolved_config:
     output:
-        yaml="results/config.yaml",
+        yaml=f"{R}/config.yaml",
         page=report(
-            "results/report/config.html",
+            f"{R}/report/config.html",
             caption="../report/config.rst",
             category="Configuration",
             labels={"architecture": "all", "figure": "config"},
@@ -63,11 +63,11 @@ rule resolved_config:
 
 rule report_landing:
     input:
-        summaries=expand("results/{study}/summary.parquet", study=CFG.enabled()),
-        nads=expand("results/nads/{arch}.json", arch=PLAN.nad_architectures()),
+        summaries=expand(f"{R}/{{study}}/summary.parquet", study=CFG.enabled()),
+        nads=expand(f"{R}/nads/{{arch}}.json", arch=PLAN.nad_architectures()),
         figures=PLAN.headline_figures(),
     output:
-        "results/report/landing.rst",
+        f"{R}/report/landing.rst",
     log:
         "logs/report_landing.log",
     conda:

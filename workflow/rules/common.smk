@@ -21,15 +21,18 @@ CFG, WARNINGS = nc.load_config(
     workflow.source_path("../schemas/config.schema.yaml"),
     workflow.config_settings.config,  # --config values, typed as in a file
 )
-PLAN = ng.Plan(CFG)
+# every result under one folder per config file (nadpipe.config.results_root)
+R = nc.results_root(CFG, workflow.config_settings.configfiles)
+PLAN = ng.Plan(CFG, R)
 if workflow.is_main_process:  # not in a job Snakemake starts elsewhere (SLURM)
     WARNINGS += runs.start(
         workflow.output_settings.dryrun,
         warm=not workflow.deployment_settings.deployment_method,  # jobs in this environment
+        results=R,
     )
     if runs.executing(workflow.output_settings.dryrun):
         runs.summarise_at_exit(
-            PLAN.final_outputs, WARNINGS, workflow.logger_manager.get_logfile
+            PLAN.final_outputs, WARNINGS, workflow.logger_manager.get_logfile, R
         )
 for message in WARNINGS:
     logger.warning(f"{WARNING} {message}")
@@ -83,14 +86,14 @@ wildcard_constraints:
 
 
 def end_of_run(ok):
-    logger.info(runs.end(ok, PLAN.final_outputs(), WARNINGS, RUN_START))
+    logger.info(runs.end(ok, PLAN.final_outputs(), WARNINGS, RUN_START, R))
 
 
 def _cell(w):
     """(train job, model, record) of a one-seed train job's wildcards, and its chunk."""
     cell = ng.Cell(w.study, w.arch, w.variant, int(w.seed))
     job = PLAN.train_job(w.study, w.arch, w.variant, (cell.seed,))
-    model = cell.path(ng.MODEL)
+    model = cell.path(ng.MODEL, R)
     return (job, model + ".pt", model + ".json"), CHUNKS.get(model + ".pt")
 
 

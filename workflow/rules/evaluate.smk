@@ -2,11 +2,11 @@ rule evaluate:
     input:
         nads=nads_of,
         cifar=cifar_of,
-        model="results/{study}/models/{arch}/{variant}_s{seed}.pt",
-        record="results/{study}/models/{arch}/{variant}_s{seed}.json",
+        model=f"{R}/{{study}}/models/{{arch}}/{{variant}}_s{{seed}}.pt",
+        record=f"{R}/{{study}}/models/{{arch}}/{{variant}}_s{{seed}}.json",
     output:
-        table="results/{study}/eval/{arch}/{variant}_s{seed}.parquet",
-        arrays="results/{study}/eval/{arch}/{variant}_s{seed}.npz",
+        table=f"{R}/{{study}}/eval/{{arch}}/{{variant}}_s{{seed}}.parquet",
+        arrays=f"{R}/{{study}}/eval/{{arch}}/{{variant}}_s{{seed}}.npz",
     log:
         "logs/{study}/evaluate/{arch}/{variant}_s{seed}.log",
     conda:

@@ -2,9 +2,9 @@ rule nads:
     input:
         nads_file=lambda w: PLAN.nad_job(w.arch).file or [],
     output:
-        artifact="results/nads/{arch}.pt",
-        npy="results/nads/{arch}.npy",
-        summary="results/nads/{arch}.json",
+        artifact=f"{R}/nads/{{arch}}.pt",
+        npy=f"{R}/nads/{{arch}}.npy",
+        summary=f"{R}/nads/{{arch}}.json",
     log:
         "logs/nads/{arch}.log",
     benchmark:
@@ -22,10 +22,10 @@ rule nads:
 
 rule plot_nads:
     input:
-        "results/nads/{arch}.pt",
+        f"{R}/nads/{{arch}}.pt",
     output:
         report(
-            "results/nads/plots/nads_{arch}.png",
+            f"{R}/nads/plots/nads_{{arch}}.png",
             caption="../report/nads.rst",
             category="NADs",
             subcategory="per architecture",
@@ -43,11 +43,11 @@ rule plot_nads:
 
 rule signatures:
     input:
-        expand("results/nads/{arch}.npy", arch=PLAN.nad_architectures()),
+        expand(f"{R}/nads/{{arch}}.npy", arch=PLAN.nad_architectures()),
     output:
-        table="results/signatures/overlaps.parquet",
+        table=f"{R}/signatures/overlaps.parquet",
         figure=report(
-            "results/signatures/signatures.png",
+            f"{R}/signatures/signatures.png",
             caption="../report/signatures.rst",
             category="NADs",
             subcategory="signatures",

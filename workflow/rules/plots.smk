@@ -3,7 +3,7 @@ rule plot:
         figure_inputs,
     output:
         report(
-            "results/{study}/plots/{figure}_{arch}.png",
+            f"{R}/{{study}}/plots/{{figure}}_{{arch}}.png",
             caption="../report/figure.rst",
             category="{study}",
             subcategory="{figure}",
