@@ -379,5 +379,5 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     st = path.stat()
     np.save(path, np.ascontiguousarray(basis[::-1]).astype(np.float32))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    jobs = planned(tmp_path, reduced)
+    jobs = planned(tmp_path, {"results": "results-reduced", **reduced})  # its own folder
     assert jobs["nads"] == 1 and jobs["train"] == jobs["evaluate"] == 2  # published's 2 cells

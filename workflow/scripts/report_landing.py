@@ -6,6 +6,9 @@ from nadpipe.report import landing_page
 sm = snakemake
 with job_log(sm.log[0]):
     landing_page(
-        sm.params.config, list(sm.input.summaries), list(sm.input.nads), sm.output[0],
+        sm.params.config,
+        list(sm.input.summaries),
+        list(sm.input.nads),
+        sm.output[0],
         list(sm.input.figures),
     )
