@@ -124,6 +124,9 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     workdir, res = run
     console = res.stdout + res.stderr  # one summary line per job, outside the job logs
     assert "results/nad_pairs/summary.parquet" in console  # the final message names outputs
+    # ... and what they show, as the report's first page says it (computed from the rows)
+    found = console.split("What the results show:")[1]
+    assert "- nad_pairs: lenet (1 seed per cell): relied on the channel of the lower NAD" in found
     # the timings, which differ from run to run, are kept beside it, one row per model, with
     # where each model trained: no GPU slot here (820f241 made a pool of GPUs 0 and 1 on this
     # CPU machine for --resources gpu=2)
@@ -734,7 +737,8 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         assert min(top) >= 0, top
         assert "nad_pairs: test accuracy (%)" in landing
         # what the study found, from the results: LeNet follows its NADs
-        assert "lenet: relied on the channel of the lower NAD index in 2 of 2 models" in landing
+        assert ("lenet (1 seed per cell): relied on the channel of the lower NAD index in 2 of 2 "
+                "cells with i ≠ j") in landing  # fmt: skip
 
         def open_result(name, button):
             """The lenet (or "all") row of a nad_pairs subcategory; click its eye (0) or its

@@ -117,13 +117,7 @@ def _headline(study: str, df: pd.DataFrame) -> str:
         ["architecture", *conditions],
         rows,
     )
-    notes = []
-    if study == "nad_pairs":
-        notes += pair_findings(df)
-    if study == "single_direction":
-        for arch, part in test.groupby("arch", sort=False):
-            rho = part["nad_k"].rank().corr(part["accuracy"].rank())
-            notes.append(f"{arch}: Spearman rank correlation of NAD index and accuracy {rho:.2f}")
+    notes = REGISTRY[study].findings(df)  # what the study found, computed from its rows
     models = df.drop_duplicates(["arch", "variant", "seed"])
     if df["diverged"].any():
         notes.append(
@@ -141,41 +135,6 @@ def _headline(study: str, df: pd.DataFrame) -> str:
             "'did not learn'"
         )
     return out + "".join(f"\n- {_rst(n)}" for n in notes) + ("\n" if notes else "")
-
-
-def pair_findings(df: pd.DataFrame) -> list[str]:
-    """What a D(v1) ⊕ D(v2) study found, per architecture, from its learned models: which
-    channel each relied on (reliance angle below or above 45°) against which channel carries the
-    lower NAD index, in the cells i ≠ j where the two differ; and its mean reliance angle
-    against atan(ε2/ε1), the angle of a predictor that weighs each channel by its margin (as a
-    learner without directional bias would)."""
-    test = df[(df["split"] == "test") & (df["condition"] == "both")]
-    if "outcome" in test:
-        test = test[test["outcome"] == "learned"]
-    test = test[test["reliance_deg"].notna()]
-    out = []
-    for arch, part in test.groupby("arch", sort=False):
-        margin = math.degrees(math.atan2(part["eps2"].iloc[0], part["eps1"].iloc[0]))
-        off = part[part["nad_i"] != part["nad_j"]]
-        lower = (off["nad_i"] < off["nad_j"]) == (off["reliance_deg"] < 45)
-        mean = part["reliance_deg"].mean()
-        line = f"{arch}: "
-        if len(off):
-            k, n = int(lower.sum()), len(off)
-            line += (
-                f"relied on the channel of the lower NAD index in {k} of {n} models with i ≠ j "
-                f"({100 * k / n:.0f} %)"
-            )
-            if k >= 0.75 * n:
-                line += ": it follows its NADs, even against the larger margin"
-            elif abs(mean - margin) < 10:
-                line += ": it follows the margins, not the NAD indices"
-            line += "; "
-        out.append(
-            line + f"mean reliance angle {mean:.1f}° (atan(ε2/ε1) = {margin:.1f}°: the angle of "
-            "a predictor that weighs each channel by its margin)"
-        )
-    return out
 
 
 def _nad_line(path: str, min_overlap: float) -> str:

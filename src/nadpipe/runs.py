@@ -232,6 +232,28 @@ def job_warnings(since: float, root: str = "logs") -> list[str]:
 REPORT = "The report (figures, tables, the config that ran): {command}"
 
 
+def findings(outputs: list[str]) -> list[str]:
+    """What the studies found, from the summaries among `outputs` (Study.findings): the lines
+    the report's first page states too."""
+    import pandas as pd
+
+    from .studies import REGISTRY
+
+    out = []
+    for path in outputs:
+        if not path.endswith("/summary.parquet") or not os.path.isfile(path):
+            continue
+        df = pd.read_parquet(path)
+        study = str(df["study"].iloc[0])
+        out += [f"{study}: {line}" for line in REGISTRY[study].findings(df)]
+    return out
+
+
+def _found(outputs: list[str]) -> list[str]:
+    found = findings(outputs)
+    return ["What the results show:", *(f"  - {f}" for f in found)] if found else []
+
+
 def report_command(results: str = "results") -> str:
     """The command that makes this run's HTML report, in its results folder: its own options
     (config files, overrides, directory), so that the report is of the results this run made."""
@@ -251,6 +273,7 @@ def end(
     lines = []
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
+        lines += _found(outputs)
         lines.append(REPORT.format(command=report_command(results)))
     else:
         lines.append("nadpipe stopped: a job failed (its log is named above).")
@@ -268,6 +291,7 @@ def up_to_date(
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
+    lines += _found(outputs)
     lines.append(REPORT.format(command=report_command(results)))
     found = list(dict.fromkeys([*warnings, *job_warnings(0.0, logs)]))
     if found:

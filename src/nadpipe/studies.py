@@ -29,6 +29,7 @@ from .settings import (
 )
 
 if TYPE_CHECKING:  # the data are built in the jobs; the DAG is planned without torch
+    import pandas as pd
     import torch
 
     from .data import Splits
@@ -234,6 +235,11 @@ class Study:
         a study whose cells form a square grid; None for others."""
         return None
 
+    def findings(self, df: pd.DataFrame) -> list[str]:
+        """What the study found, one sentence per architecture, computed from its summary
+        rows (nadpipe.findings): the report's first page and the end of a run say them."""
+        return []
+
 
 def _zeros(shape: Shape) -> torch.Tensor:
     import torch
@@ -252,6 +258,12 @@ def _nad(vectors: torch.Tensor, k: int, shape: Shape) -> torch.Tensor:
 class NadPairs(Study):
     name = "nad_pairs"
     headline = "reliance"
+
+    def findings(self, df: pd.DataFrame) -> list[str]:
+        from .findings import pair_findings
+
+        return pair_findings(df)
+
     settings = PairStudy
     variant = NadPair
     data_keys = ("eps1", "eps2", "sigma", "n_train", "n_test")
@@ -345,6 +357,12 @@ class NadPairs(Study):
 
 class SingleDirection(Study):
     name = "single_direction"
+
+    def findings(self, df: pd.DataFrame) -> list[str]:
+        from .findings import rank_findings
+
+        return rank_findings(df, "nad_k")
+
     settings = SingleDirectionStudy
     variant = NadIndex
     data_keys = ("eps", "sigma", "n_train", "n_test")
