@@ -302,9 +302,9 @@ def test_per_architecture_settings_merge_over_study_and_global_defaults():
 
 
 def test_cross_section_figure_shows_the_selected_pairs():
-    cfg = load(with_change(["analysis", "cross_section", "pairs"], [[0, 1000], [10, 10]]))
+    cfg = load(with_change(["analysis", "cross_section", "pairs"], [[0, 1000], [100, 100]]))
     cells = Plan(cfg).section_cells("lenet")
-    assert [(c.variant, c.seed) for c in cells] == [("i0_j1000", 0), ("i10_j10", 0)]
+    assert [(c.variant, c.seed) for c in cells] == [("i0_j1000", 0), ("i100_j100", 0)]
     every = load(default_config())
     assert len(Plan(every).section_cells("lenet")) == len(every.studies["nad_pairs"].indices) ** 2
     with pytest.raises(nc.ConfigError, match=r"analysis.cross_section.pairs.1.*\(10, 11\)"):
@@ -501,7 +501,7 @@ def test_command_line_overrides_are_typed_and_checked_as_in_a_file(tmp_path):
 
     res = dry("nads={n_networks: 50}", "nad_pairs={seeds: [0, 1]}")
     assert res.returncode == 0, res.stderr[-2000:]
-    assert re.search(r"^train\s+100$", res.stdout, re.M)  # 25 cells x 2 seeds x 2 archs
+    assert re.search(r"^train\s+36$", res.stdout, re.M)  # 9 cells x 2 seeds x 2 archs
     res = dry("nads={n_networks: 5}")  # validated like the file, in its words
     assert res.returncode != 0
     assert (

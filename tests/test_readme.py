@@ -55,7 +55,7 @@ def test_your_own_architecture_lines_run_as_written(tmp_path):
     res = subprocess.run([*snakemake, *dry[1:]], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
-    assert jobs["nads"] == "2" and jobs["train"] == "50"  # LeNet's 25 and small_cnn's 25
+    assert jobs["nads"] == "2" and jobs["train"] == "54"  # LeNet's 27 and small_cnn's 27
     assert "results-mine/nads/small_cnn.pt" in res.stdout  # its own results folder
     # the second line at the size the README says: configs/smoke.yaml under mine.yaml
     assert "the second with `--configfile configs/smoke.yaml mine.yaml`" in README
