@@ -57,7 +57,7 @@ def micro_plan(tmp_path_factory):
 @pytest.fixture(scope="module")
 def micro_on_cpu(micro_plan, tmp_path_factory):
     """What every job of the micro study writes on the CPU (test_device.run_every_job)."""
-    from test_device import run_every_job
+    from helpers import run_every_job
 
     from nadpipe.backend import Backend
 

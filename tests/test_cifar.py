@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
+from helpers import planned, snakemake
 from snakemake.utils import update_config
-from test_workflow import planned, snakemake
 
 from nadpipe import cifar
 from nadpipe import config as nc

@@ -8,7 +8,6 @@ the meta device and fails as soon as it meets the job's real tensors. The same j
 where a GPU is present (marked gpu) and agree with the CPU.
 """
 
-import json
 import subprocess
 import sys
 
@@ -16,50 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch import nn
+from helpers import MEASURED, relu_units_820f241, run_every_job
 
 from nadpipe.acceptance import DATA  # shared with `nadpipe doctor --gpu`
 from nadpipe.backend import Backend, DeviceError, choose_device, setup
-from nadpipe.grid import Plan
-from nadpipe.io import load_torch
-from nadpipe.jobs import evaluate_job, nads_job, train_job
 from nadpipe.models import build, relu_units
 from nadpipe.nads import compute_nads
 from nadpipe.settings import ModelSpec, NadSettings, Shape
-
-
-def run_every_job(plan: Plan, out, backend: Backend) -> dict:
-    """NADs of every architecture, then the first cell of every study trained and evaluated
-    (the NAD-pair cell also as a two-seed ensemble); returns what they wrote."""
-    found = {}
-    nad = {}
-    for arch in plan.nad_architectures():
-        paths = [out / f"{arch}.{ext}" for ext in ("pt", "npy", "json")]
-        nads_job(plan.nad_job(arch), *map(str, paths), backend=backend)
-        nad[arch] = str(paths[0])
-        found[f"nads {arch}"] = np.load(paths[1])
-    for study in plan.cfg.enabled():
-        cell = plan.cells(study)[0]
-        nads = nad[plan.cfg.nad_source(cell.arch)] if plan.nad_files(study, cell.arch) else None
-        base = out / f"{study}_{cell.arch}_{cell.variant}"
-        model, record = f"{base}.pt", f"{base}.json"
-        train_job(
-            plan.train_job(study, cell.arch, cell.variant, (0,)), nads, [model], [record], backend
-        )
-        job = plan.eval_job(study, cell.arch, cell.variant, 0)
-        evaluate_job(job, nads, model, record, f"{base}.parquet", f"{base}.npz", backend)
-        found[f"weights {study}"] = load_torch(model)
-        found[f"record {study}"] = json.load(open(record))
-        found[f"rows {study}"] = pd.read_parquet(f"{base}.parquet")
-        found[f"arrays {study}"] = dict(np.load(f"{base}.npz"))
-    ensemble = plan.train_job("nad_pairs", "mlp", "i0_j0", (0, 1))
-    outs = [str(out / f"ens{k}.pt") for k in (0, 1)], [str(out / f"ens{k}.json") for k in (0, 1)]
-    train_job(ensemble, nad["mlp"], *outs, backend)
-    found["weights ensemble"] = [load_torch(p) for p in outs[0]]
-    return found
-
-
-MEASURED = ["accuracy", "loss", "reliance_deg", "margin_v1", "jacobian_norm_test"]
 
 
 def test_every_job_computes_on_its_device_only(micro_plan, micro_on_cpu, tmp_path):
@@ -85,22 +47,6 @@ def test_every_job_computes_on_its_device_only(micro_plan, micro_on_cpu, tmp_pat
             assert all(np.array_equal(value[k], other[k]) for k in value), key
     rows = micro_on_cpu["rows nad_pairs"]
     assert rows["relu_units"].iloc[0] == 6 * 28 * 28 + 16 * 10 * 10 + 120 + 84  # LeNet, 2 ch.
-
-
-def relu_units_820f241(net: nn.Module, shape) -> int:
-    """models.relu_units as it was at 820f241: zeros made without a device."""
-    count = 0
-
-    def hook(_m, _i, out):
-        nonlocal count
-        count += out[0].numel()
-
-    hooks = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
-    with torch.no_grad():
-        net(torch.zeros(1, *shape))
-    for h in hooks:
-        h.remove()
-    return count
 
 
 def test_the_guard_catches_820f241s_relu_units_and_passes_todays():

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import SCHEMA
-from test_workflow import planned, snakemake
+from helpers import planned, snakemake
 
 from nadpipe import config as nc
 from nadpipe import plots

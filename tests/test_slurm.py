@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO
-from test_workflow import snakemake_command
+from helpers import snakemake_command
 
 SCRIPT = REPO / "tests" / "slurm" / "local_slurm.sh"
 

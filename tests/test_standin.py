@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import MEASURED, relu_units_820f241, run_every_job
 from standin import DEVICE, DeviceMixError, Record, standin
-from test_device import DATA, MEASURED, run_every_job
 from torch import nn
 
 from nadpipe import batches
+from nadpipe.acceptance import DATA
 from nadpipe.backend import Backend, accelerated
 from nadpipe.jobs import stackable
 from nadpipe.models import build
@@ -211,8 +212,6 @@ def test_a_device_tensor_written_to_a_file_is_refused_by_the_standin(tmp_path):
 
 
 def test_the_standin_catches_a_tensor_made_without_a_device():
-    from test_device import relu_units_820f241
-
     from nadpipe.models import relu_units
 
     net = build(ModelSpec("lenet", {}, Shape(2, 32, 32), 2))

@@ -5,7 +5,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import stat
@@ -21,6 +20,7 @@ import psutil
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
+from helpers import command, planned, snakemake, snakemake_command, suggested
 
 from nadpipe import config as nc
 from nadpipe import plots
@@ -47,65 +47,6 @@ MICRO = {
     },
 }
 FIGURES = ("heatmap", "reliance", "complexity", "cross_sections")
-
-
-def snakemake_command(workdir: Path, *args: str) -> list[str]:
-    """Snakemake with this Snakefile in `workdir`."""
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        *args,
-    ]
-
-
-def snakemake(
-    workdir: Path, *args: str, check: bool = True, env=None, umask: int = -1
-) -> subprocess.CompletedProcess:
-    cmd = snakemake_command(workdir)
-    res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, umask=umask)
-    if check and res.returncode != 0:
-        raise AssertionError(
-            f"{' '.join([*cmd, *args])} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-        )
-    return res
-
-
-def command(cwd: Path, line: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a command line a message told the user to run, exactly as written, from `cwd` (where
-    the user ran the command that printed it)."""
-    args = shlex.split(line)
-    assert args[0] == "snakemake", line
-    res = subprocess.run(
-        [sys.executable, "-m", "snakemake", *args[1:]], capture_output=True, text=True, cwd=cwd
-    )
-    if check and res.returncode != 0:
-        raise AssertionError(f"{line} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    return res
-
-
-def suggested(workdir: Path, *args: str) -> str:
-    """The command nadpipe suggests for a run started as `snakemake(workdir, ...)`."""
-    return shlex.join(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args])
-
-
-def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
-    """Job counts of a dry run, with `change` merged over the config as --configfile would
-    (as an edit of that config: into its results folder)."""
-    args = ["-n", "--cores", "1"]
-    if change is not None:
-        path = workdir / "change.yaml"
-        path.write_text(yaml.safe_dump({"results": "results", **change}))
-        args += ["--configfile", str(path)]
-    out = snakemake(workdir, *args).stdout
-    if "Nothing to be done" in out:
-        return {}
-    table = out.split("Job stats:")[1].split("total")[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "all"}
 
 
 MICRO_ARCHS = {"mlp": "mlp", "lenet": "lenet"}  # the architectures MICRO runs, and their models

@@ -1,0 +1,131 @@
+"""What several test files share: running Snakemake as a user does (and the commands it
+suggests, exactly as printed), and every job of the micro study in-process. Test files import
+from here, never from each other."""
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from conftest import REPO
+from torch import nn
+
+from nadpipe.backend import Backend
+from nadpipe.grid import Plan
+from nadpipe.io import load_torch
+from nadpipe.jobs import evaluate_job, nads_job, train_job
+
+
+def snakemake_command(workdir: Path, *args: str) -> list[str]:
+    """Snakemake with this Snakefile in `workdir`."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        *args,
+    ]
+
+
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, env=None, umask: int = -1
+) -> subprocess.CompletedProcess:
+    cmd = snakemake_command(workdir)
+    res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, umask=umask)
+    if check and res.returncode != 0:
+        raise AssertionError(
+            f"{' '.join([*cmd, *args])} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
+    return res
+
+
+def command(cwd: Path, line: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command line a message told the user to run, exactly as written, from `cwd` (where
+    the user ran the command that printed it)."""
+    args = shlex.split(line)
+    assert args[0] == "snakemake", line
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args[1:]], capture_output=True, text=True, cwd=cwd
+    )
+    if check and res.returncode != 0:
+        raise AssertionError(f"{line} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return res
+
+
+def suggested(workdir: Path, *args: str) -> str:
+    """The command nadpipe suggests for a run started as `snakemake(workdir, ...)`."""
+    return shlex.join(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args])
+
+
+def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
+    """Job counts of a dry run, with `change` merged over the config as --configfile would
+    (as an edit of that config: into its results folder)."""
+    args = ["-n", "--cores", "1"]
+    if change is not None:
+        path = workdir / "change.yaml"
+        path.write_text(yaml.safe_dump({"results": "results", **change}))
+        args += ["--configfile", str(path)]
+    out = snakemake(workdir, *args).stdout
+    if "Nothing to be done" in out:
+        return {}
+    table = out.split("Job stats:")[1].split("total")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "all"}
+
+
+def run_every_job(plan: Plan, out, backend: Backend) -> dict:
+    """NADs of every architecture, then the first cell of every study trained and evaluated
+    (the NAD-pair cell also as a two-seed ensemble); returns what they wrote."""
+    found = {}
+    nad = {}
+    for arch in plan.nad_architectures():
+        paths = [out / f"{arch}.{ext}" for ext in ("pt", "npy", "json")]
+        nads_job(plan.nad_job(arch), *map(str, paths), backend=backend)
+        nad[arch] = str(paths[0])
+        found[f"nads {arch}"] = np.load(paths[1])
+    for study in plan.cfg.enabled():
+        cell = plan.cells(study)[0]
+        nads = nad[plan.cfg.nad_source(cell.arch)] if plan.nad_files(study, cell.arch) else None
+        base = out / f"{study}_{cell.arch}_{cell.variant}"
+        model, record = f"{base}.pt", f"{base}.json"
+        train_job(
+            plan.train_job(study, cell.arch, cell.variant, (0,)), nads, [model], [record], backend
+        )
+        job = plan.eval_job(study, cell.arch, cell.variant, 0)
+        evaluate_job(job, nads, model, record, f"{base}.parquet", f"{base}.npz", backend)
+        found[f"weights {study}"] = load_torch(model)
+        found[f"record {study}"] = json.load(open(record))
+        found[f"rows {study}"] = pd.read_parquet(f"{base}.parquet")
+        found[f"arrays {study}"] = dict(np.load(f"{base}.npz"))
+    ensemble = plan.train_job("nad_pairs", "mlp", "i0_j0", (0, 1))
+    outs = [str(out / f"ens{k}.pt") for k in (0, 1)], [str(out / f"ens{k}.json") for k in (0, 1)]
+    train_job(ensemble, nad["mlp"], *outs, backend)
+    found["weights ensemble"] = [load_torch(p) for p in outs[0]]
+    return found
+
+
+MEASURED = ["accuracy", "loss", "reliance_deg", "margin_v1", "jacobian_norm_test"]
+
+
+def relu_units_820f241(net: nn.Module, shape) -> int:
+    """models.relu_units as it was at 820f241: zeros made without a device."""
+    count = 0
+
+    def hook(_m, _i, out):
+        nonlocal count
+        count += out[0].numel()
+
+    hooks = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
+    with torch.no_grad():
+        net(torch.zeros(1, *shape))
+    for h in hooks:
+        h.remove()
+    return count
