@@ -58,3 +58,9 @@ def test_one_seed_says_that_it_cannot_tell_the_edge():
             "cells with i ≠ j, on the higher in 2; not learned by any seed in 1; with one seed "
             "per cell no cell can be told")  # fmt: skip
     assert line.startswith(said), line
+
+
+def test_a_grid_without_i_not_j_says_so():
+    (line,) = pair_findings(_rows({(0, 0): CELLS[(0, 0)]}))
+    assert line.startswith("lenet (3 seeds per cell): no cell with i ≠ j, so no choice between "
+                           "NAD indices to report; mean reliance angle")  # fmt: skip

@@ -52,8 +52,11 @@ def pair_findings(df: pd.DataFrame) -> list[str]:
         counts = off["verdict"].value_counts()
         k, n = int(counts.get("lower", 0)), len(off)
         line = f"{arch} ({seeds} seed{'s' if seeds > 1 else ''} per cell): "
-        line += f"relied on the channel of the lower NAD index in {k} of {n} cells with i ≠ j"
-        line += " (every seed)" if seeds > 1 else ""
+        if n:
+            line += f"relied on the channel of the lower NAD index in {k} of {n} cells with i ≠ j"
+            line += " (every seed)" if seeds > 1 else ""
+        else:  # both channels carry the same NAD in every cell: no choice between NADs to see
+            line += "no cell with i ≠ j, so no choice between NAD indices to report"
         higher = int(counts.get("higher", 0))
         if higher:
             line += f", on the higher in {higher}"
