@@ -303,10 +303,13 @@ def test_per_architecture_settings_merge_over_study_and_global_defaults():
 
 def test_cross_section_figure_shows_the_selected_pairs():
     cfg = load(with_change(["analysis", "cross_section", "pairs"], [[0, 1000], [100, 100]]))
-    cells = Plan(cfg).section_cells("lenet")
+    cells = Plan(cfg).section_cells("nad_pairs", "lenet")
     assert [(c.variant, c.seed) for c in cells] == [("i0_j1000", 0), ("i100_j100", 0)]
     every = load(default_config())
-    assert len(Plan(every).section_cells("lenet")) == len(every.studies["nad_pairs"].indices) ** 2
+    assert (
+        len(Plan(every).section_cells("nad_pairs", "lenet"))
+        == len(every.studies["nad_pairs"].indices) ** 2
+    )
     with pytest.raises(nc.ConfigError, match=r"analysis.cross_section.pairs.1.*\(10, 11\)"):
         load(with_change(["analysis", "cross_section", "pairs"], [[0, 0], [10, 11]]))
 

@@ -12,6 +12,7 @@ from snakemake.utils import update_config
 
 from nadpipe import config as nc
 from nadpipe import settings as st
+from nadpipe.config import STUDY_SETTINGS
 
 SCHEMA_DATA = yaml.safe_load(SCHEMA.read_text())
 PAPER_CONFIGS = ["paper_sec3", "paper_sec4", "paper_poison", "paper_flip", "nad_paper"]
@@ -28,7 +29,7 @@ def _blocks():
         ("architectures.NAME", props["architectures"]["additionalProperties"], st.Architecture())
     ]
     out += [(b, props[b], cls()) for b, cls in st.BLOCKS.items()]
-    out += [(s, props[s], cls()) for s, cls in st.STUDY_SETTINGS.items()]
+    out += [(s, props[s], cls()) for s, cls in STUDY_SETTINGS.items()]
     return out
 
 
@@ -91,7 +92,7 @@ def test_an_empty_config_resolves_to_the_settings_defaults():
     resolved = cfg.resolved()
     for block, cls in st.BLOCKS.items():
         assert resolved[block] == st.defaults(cls), block
-    for study, cls in st.STUDY_SETTINGS.items():
+    for study, cls in STUDY_SETTINGS.items():
         assert resolved[study] == st.defaults(cls), study
     assert cfg.studies["nad_pairs"].enabled and warnings == []
 
@@ -127,14 +128,14 @@ def _flat(d, prefix=()):
 def _relevant(path, merged):
     """Whether a key config.yaml sets matters for a run of `merged`."""
     head = path[0]
-    enabled = [s for s in st.STUDY_SETTINGS if merged.get(s, {}).get("enabled", s == "nad_pairs")]
-    if head in st.STUDY_SETTINGS:
+    enabled = [s for s in STUDY_SETTINGS if merged.get(s, {}).get("enabled", s == "nad_pairs")]
+    if head in STUDY_SETTINGS:
         return head in enabled
     if head == "architectures":
         used = {
             a
             for s in enabled
-            for a in merged[s].get("architectures", st.STUDY_SETTINGS[s]().architectures)
+            for a in merged[s].get("architectures", STUDY_SETTINGS[s]().architectures)
         }
         return path[1] in used
     if head == "analysis":

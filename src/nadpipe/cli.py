@@ -262,7 +262,7 @@ def cmd_compare(args) -> int:
 
 def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
     """(study, name -> accuracies in %) of a summary.parquet (per protocol) or a CSV."""
-    from .references import ReferenceError, ours, read
+    from .references import ReferenceError, comparable, ours, read
     from .settings import Reference
 
     if path.endswith(".parquet"):
@@ -277,9 +277,9 @@ def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
         arch = args.arch or (archs[0] if len(archs) == 1 else None)
         if arch not in archs:
             raise Refused(f"--arch: {path} holds {', '.join(archs)}; say which ({args.arch!r}?)")
-        if study not in ("single_direction", "fourier"):
-            raise Refused(f"{path} is a {study} summary: versus compares single_direction or "
-                          "fourier results")  # fmt: skip
+        if study not in comparable():
+            raise Refused(f"{path} is a {study} summary: versus compares the results of "
+                          f"{' or '.join(comparable())}")  # fmt: skip
         return study, ours(df[df["arch"] == arch], study)
     study = args.study
     if study is None:
@@ -298,7 +298,9 @@ def cmd_versus(args) -> int:
     args.study = args.study or study
     study_b, theirs = _curves(args.reference, args, args.column_b)
     if not mine or not theirs:
-        raise Refused("--study: say single_direction or fourier (no summary.parquet names it)")
+        from .references import comparable
+
+        raise Refused(f"--study: say {' or '.join(comparable())} (no summary.parquet names it)")
     ref = next(iter(theirs.values()))
     results = []
     for name, series in mine.items():
@@ -526,7 +528,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--arch", help="the architecture of a summary that holds several")
     c.add_argument("--column-a", help="the accuracy column of RESULTS when it is a CSV")
     c.add_argument("--column-b", help="the accuracy column of REFERENCE when it is a CSV")
-    c.add_argument("--study", choices=("single_direction", "fourier"),
+    from .references import comparable
+
+    c.add_argument("--study", choices=comparable(),
                    help="what two CSVs hold (a summary says it itself)")  # fmt: skip
     c.add_argument("--index", default="index", help="a CSV's NAD-index column (default index)")
     c.add_argument("--a", default="x", help="a CSV's frequency-a column (default x)")

@@ -22,6 +22,8 @@ from . import settings as st
 from .settings import REGISTRY_NAMES, Architecture, NadConfig, Shape, StudySettings
 from .studies import REGISTRY
 
+STUDY_SETTINGS = {name: entry.settings for name, entry in REGISTRY.items()}  # the study blocks
+
 NAME_PATTERN = r"[A-Za-z0-9_-]{1,64}"
 
 
@@ -67,9 +69,9 @@ def _block_class(path: list) -> type | None:
     if not path:
         return None
     head = path[0]
-    if head in st.STUDY_SETTINGS:
+    if head in STUDY_SETTINGS:
         if len(path) == 1:
-            return st.STUDY_SETTINGS[head]
+            return STUDY_SETTINGS[head]
         if path[1] == "train" and len(path) == 2 or path[1] == "train_per_arch" and len(path) == 3:
             return st.TrainSettings
         return None
@@ -92,7 +94,7 @@ def _unknown_keys(err) -> str | None:
     cls = _block_class(path)
     allowed = [f.name for f in fields(cls)] if cls else list(err.schema.get("properties", {}))
     if not path:
-        allowed = list(st.BLOCKS) + list(st.STUDY_SETTINGS) + ["architectures"]
+        allowed = list(st.BLOCKS) + list(STUDY_SETTINGS) + ["architectures"]
     instance = err.instance if isinstance(err.instance, dict) else {}
     hints = []
     for k in instance:
@@ -299,7 +301,7 @@ def build(cfg: dict) -> Config:
         name: _build(Architecture(), entry) for name, entry in cfg.get("architectures", {}).items()
     }
     blocks = {b: _build(cls(), cfg.get(b, {})) for b, cls in st.BLOCKS.items()}
-    studies = {s: _build(cls(), cfg.get(s, {})) for s, cls in st.STUDY_SETTINGS.items()}
+    studies = {s: _build(cls(), cfg.get(s, {})) for s, cls in STUDY_SETTINGS.items()}
     return Config(architectures=dict(sorted(archs.items())), studies=studies,
                   results=cfg.get("results"), **blocks)  # fmt: skip
 
@@ -442,7 +444,7 @@ def _check_protocols(study: str, s: StudySettings) -> None:
 
         try:  # read now: a file that cannot serve stops the run before any job
             ref = refs.read(refs.reference_of(raw), study, key, entry.reference_axis(s))
-            cells = [tuple(v.columns()[k] for k in refs.KEYS[study]) for v in entry.variants(s)]
+            cells = [tuple(v.columns()[k] for k in refs.keys(study)) for v in entry.variants(s)]
             refs.in_common(ref, cells, f"config key {key!r}: {raw['file']}")
         except refs.ReferenceError as e:
             raise ConfigError(str(e)) from e
@@ -544,15 +546,10 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
         c = cfg.cifar10
         if not c.download and missing_files(c.root):
             raise ConfigError(missing_message(c.root))
-    pairs = cfg.analysis.cross_section.pairs
-    if cfg.studies["nad_pairs"].enabled and pairs:
-        indices = set(cfg.studies["nad_pairs"].indices)
-        for k, (i, j) in enumerate(pairs):
-            if i not in indices or j not in indices:
-                raise ConfigError(
-                    f"config key 'analysis.cross_section.pairs.{k}': ({i}, {j}) is not a pair "
-                    f"of nad_pairs.indices {sorted(indices)}"
-                )
+    for study in cfg.enabled():  # analysis settings that must fit a study's grid
+        why = REGISTRY[study].check_analysis(cfg.studies[study], cfg.analysis)
+        if why:
+            raise ConfigError(why)
     return (
         warnings
         + _ignored_nad_settings(cfg, used, (raw or {}).get("nads", {}))
@@ -707,16 +704,16 @@ def reference_table(schema_path: str | Path) -> str:
     for name in [f.name for f in fields(StudySettings)]:
         if name == "train":
             continue
-        per = "; ".join(f"{s}: {_fmt(getattr(c(), name))}" for s, c in st.STUDY_SETTINGS.items())
+        per = "; ".join(f"{s}: {_fmt(getattr(c(), name))}" for s, c in STUDY_SETTINGS.items())
         rows.append((f"STUDY.{name}", per, _describe(schema, study_schema[name])))
     train = _resolve(schema, schema["$defs"]["train_settings"])["properties"]
     for name in train:
-        values = {s: getattr(c().train, name) for s, c in st.STUDY_SETTINGS.items()}
+        values = {s: getattr(c().train, name) for s, c in STUDY_SETTINGS.items()}
         base = getattr(st.TrainSettings(), name)
         others = "; ".join(f"{s}: {_fmt(v)}" for s, v in values.items() if v != base)
         default = _fmt(base) + (f" ({others})" if others else "")
         rows.append((f"STUDY.train.{name}", default, _describe(schema, train[name])))
-    for study, cls in st.STUDY_SETTINGS.items():
+    for study, cls in STUDY_SETTINGS.items():
         node = _resolve(schema, props[study])
         for name, sub in node["properties"].items():
             if name not in common:

@@ -126,15 +126,15 @@ class Plan:
         """Enabled studies whose seeds train together (group_seeds)."""
         return [s for s in self.cfg.enabled() if self.cfg.studies[s].group_seeds]
 
-    def section_cells(self, arch: str) -> list[Cell]:
-        """The NAD-pair cells of `arch` in the cross-section figure: the first seed, and the
+    def section_cells(self, study: str, arch: str) -> list[Cell]:
+        """The cells of `arch` in `study`'s cross-section figure: the first seed, and the
         pairs of analysis.cross_section.pairs (every pair when null)."""
-        seeds = self.cfg.studies["nad_pairs"].seeds
+        seeds = self.cfg.studies[study].seeds
         pairs = self.cfg.analysis.cross_section.pairs
         keep = None if pairs is None else {f"i{i}_j{j}" for i, j in pairs}
         return [
             c
-            for c in self.cells("nad_pairs")
+            for c in self.cells(study)
             if c.arch == arch and c.seed == seeds[0] and (keep is None or c.variant in keep)
         ]
 
@@ -259,8 +259,10 @@ class Plan:
         frequencies), or None."""
         return REGISTRY[study].reference_axis(self.cfg.studies[study])
 
-    def cifar_files(self, study: str) -> list[str]:
-        if not REGISTRY[study].needs_cifar:
+    def cifar_files(self, study: str | None = None) -> list[str]:
+        """The CIFAR-10 files `study` reads (none for a study without CIFAR); without a study,
+        the files a download writes."""
+        if study is not None and not REGISTRY[study].needs_cifar:
             return []
         from .cifar import cifar_files
 
@@ -271,7 +273,7 @@ class Plan:
 
     def figure_inputs(self, study: str, figure: str, arch: str) -> list[str]:
         if self.figures(study)[figure].source == "arrays":
-            return [c.path(EVAL, self.root) + ".npz" for c in self.section_cells(arch)]
+            return [c.path(EVAL, self.root) + ".npz" for c in self.section_cells(study, arch)]
         return [SUMMARY.format(root=self.root, study=study)]
 
     def headline_figures(self) -> list[str]:

@@ -427,7 +427,7 @@ def _with_references(df: pd.DataFrame, references: dict, axis: list[int] | None)
     from . import references as refs
 
     study = df["study"].iloc[0]
-    keys = refs.KEYS[study]
+    keys = refs.keys(study)
     published, stats = [], []
     for arch, raw in sorted(references.items()):
         ref = refs.read(refs.reference_of(raw), study, f"{study}.references.{arch}", axis)
@@ -462,11 +462,9 @@ def aggregate_job(
     if references:
         df = _with_references(df, references, axis)
     key = ["study", "arch", "variant", "seed"]
-    variant_columns = [
-        c
-        for c in ("protocol", "nad_i", "nad_j", "nad_k", "freq_a", "freq_b", "representation")
-        if c in df
-    ]
+    entry = REGISTRY[df["study"].iloc[0]]  # the variant's own key columns, in its order
+    inner = split_protocol(df["variant"].iloc[0])[0]
+    variant_columns = [c for c in ("protocol", *entry.variant.parse(inner).columns()) if c in df]
     df = df.sort_values(["arch", *variant_columns, "seed", "split", "condition"], kind="stable")
     timing = [c for c in RUN_COLUMNS if c in df]
     per_model = df[key + timing].drop_duplicates(key).reset_index(drop=True)

@@ -16,7 +16,21 @@ import pandas as pd
 
 from .settings import Reference
 
-KEYS = {"single_direction": ["nad_k"], "fourier": ["freq_a", "freq_b"]}
+
+def keys(study: str) -> list[str]:
+    """The columns a published table of `study` is keyed by (Study.reference_keys)."""
+    from .studies import REGISTRY
+
+    return list(REGISTRY[study].reference_keys)
+
+
+def comparable() -> list[str]:
+    """The studies whose results can be compared with a published table."""
+    from .studies import REGISTRY
+
+    return [name for name, entry in REGISTRY.items() if entry.reference_keys]
+
+
 CHANCE = 50.0  # percent: both studies are binary; a curve entirely below it is no accuracy
 
 
@@ -73,7 +87,7 @@ def _accuracies(values: np.ndarray, where: str, lines: list[int], column: str) -
 def _unused(ref: Reference, study: str, key: str) -> None:
     """Refuse a setting that the study (or a headerless map) would ignore."""
     default = Reference()
-    two = len(KEYS[study]) == 2
+    two = len(keys(study)) == 2
     unused = [] if two else ["a", "b", "offset"]
     unused += ["index"] if two or ref.column is None else []
     unused += ["a", "b", "offset"] if ref.column is None else []
@@ -104,7 +118,7 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
                     f"{where} is a {grid.shape[0]} x {grid.shape[1]} "
                     f"map; the study's grid is {len(axis or [])} x {len(axis or [])}"
                 )
-            index = pd.MultiIndex.from_product([axis, axis], names=KEYS["fourier"])
+            index = pd.MultiIndex.from_product([axis, axis], names=keys(study))
             lines = [1 + i // len(axis) for i in range(grid.size)]
             values = _accuracies(grid.ravel(), where, lines, "(map)")
             return pd.Series(values, index=index, name="reference")
@@ -113,7 +127,7 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
         raise
     except Exception as e:  # noqa: BLE001 -- any reader's error: say which file
         raise ReferenceError(f"{where} cannot be read ({e})") from e
-    columns = [ref.index] if len(KEYS[study]) == 1 else [ref.a, ref.b]
+    columns = [ref.index] if len(keys(study)) == 1 else [ref.a, ref.b]
     missing = [c for c in [ref.column, *columns] if c not in table]
     if missing:
         raise ReferenceError(
@@ -121,8 +135,8 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
         )
     if table.empty:
         raise ReferenceError(f"{where} has no rows")
-    keys = [_whole(table, c, where) + (ref.offset if len(columns) == 2 else 0) for c in columns]
-    index = pd.MultiIndex.from_arrays(keys, names=KEYS[study])
+    values = [_whole(table, c, where) + (ref.offset if len(columns) == 2 else 0) for c in columns]
+    index = pd.MultiIndex.from_arrays(values, names=keys(study))
     if len(columns) == 1:
         index = index.get_level_values(0)
     repeated = index.duplicated(keep=False)
@@ -163,7 +177,7 @@ def ours(df: pd.DataFrame, study: str) -> dict[str, pd.Series]:
     test = test[test["condition"] == test["condition"].iloc[0]]
     protocols = test["protocol"] if "protocol" in test else pd.Series("", index=test.index)
     return {
-        p: part.groupby(KEYS[study])["accuracy"].mean() * 100
+        p: part.groupby(keys(study))["accuracy"].mean() * 100
         for p, part in test.groupby(protocols, sort=False)
     }
 

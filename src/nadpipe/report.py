@@ -16,20 +16,6 @@ import pandas as pd
 from .io import load_parquet, save_text
 from .studies import REGISTRY, split_protocol
 
-ABOUT = {
-    "nad_pairs": "D(v1) ⊕ D(v2), where D(v) is a binary task along one direction v (x = ε·y·v "
-    "+ w, label y = ±1, Gaussian noise w of std σ orthogonal to v) and ⊕ stacks a sample of "
-    "each, with the same label, as channel blocks: block 1 from D(NAD i), block 2 from D(NAD "
-    "j); either block alone solves the task, so which one a model uses is its architecture's "
-    "choice (underspecification paper, Sec. 3)",
-    "cifar_nad": "binary CIFAR-10 ⊕ D(NAD k): does the model use the CIFAR image or the "
-    "synthetic channel (underspecification paper, Sec. 4)",
-    "poison": "CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)",
-    "flip": "CIFAR-10 with each channel's NAD coefficients reversed (NAD paper)",
-    "single_direction": "one D(NAD k) per model: how well each NAD is learned (NAD paper)",
-    "fourier": "one D(Fourier direction (a, b)) per model (NAD paper, Fig. 1)",
-}
-
 
 def _rst(text: object) -> str:
     """Text that docutils shows as it is."""
@@ -49,17 +35,6 @@ def _list_table(title: str, header: list[str], rows: list[list[str]]) -> str:
         lines.append(f"   * - {_rst(row[0])}")
         lines += [f"     - {_rst(c)}" for c in row[1:]]
     return "\n".join(lines) + "\n"
-
-
-def _grid(study: str, s: dict) -> str:
-    if study == "nad_pairs":
-        return f"NAD indices {_join(s['indices'])}, every pair (i, j)"
-    if study == "fourier":
-        what = "a, b = 0…size−1" if s["layout"] == "grid" else "the zero frequency centred"
-        return f"{s['size']} x {s['size']} frequencies ({what})"
-    if study == "flip":
-        return "the original and the flipped images"
-    return f"NAD indices {_join(s['indices'])}"
 
 
 def _join(values) -> str:
@@ -93,8 +68,9 @@ def _what_ran(study: str, s: dict, df: pd.DataFrame) -> str:
             for name, p in protocols.items()
         )
     return _rst(
-        f"{study}: {ABOUT.get(study, '')}. Architectures {_join(s['architectures'])}; "
-        f"{_grid(study, s)}; seeds {_join(s['seeds'])}: {len(models)} trained models. Data: "
+        f"{study}: {REGISTRY[study].about}. Architectures {_join(s['architectures'])}; "
+        f"{REGISTRY[study].describe_grid(s)}; seeds {_join(s['seeds'])}: {len(models)} "
+        "trained models. Data: "
         f"{_data(s)}. Training: {t['epochs']} epochs, SGD, lr_max {t['lr_max']} "
         f"({t['lr_schedule']}), momentum {t['momentum']}, weight decay {t['weight_decay']}, "
         f"batch {t['batch_size']}, gradient clip {t['grad_clip']}{per_arch}."

@@ -423,15 +423,6 @@ class FourierStudy(StudySettings):
     references: dict[str, dict[str, Any]] = field(default_factory=dict)  # arch -> Reference
 
 
-STUDY_SETTINGS: dict[str, type[StudySettings]] = {
-    "nad_pairs": PairStudy,
-    "cifar_nad": CifarNadStudy,
-    "poison": PoisonStudy,
-    "flip": FlipStudy,
-    "single_direction": SingleDirectionStudy,
-    "fourier": FourierStudy,
-}
-
 # the top-level blocks besides the studies
 BLOCKS: dict[str, type] = {
     "nads": NadConfig,

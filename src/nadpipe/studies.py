@@ -194,6 +194,8 @@ class Study:
     measures: ClassVar[tuple[str, ...]] = ()
     figures: ClassVar[dict[str, Figure]] = {}
     headline: ClassVar[str] = ""  # the figure on the report's first page ("": the first)
+    about: ClassVar[str] = ""  # what the study is, in one sentence (the report's first page)
+    reference_keys: ClassVar[tuple[str, ...]] = ()  # a published table's key columns, if any
 
     def variants(self, s: StudySettings) -> list:
         return [self.variant(k) for k in s.indices]
@@ -240,6 +242,15 @@ class Study:
         rows (nadpipe.findings): the report's first page and the end of a run say them."""
         return []
 
+    def describe_grid(self, s: dict) -> str:
+        """The study's grid in words, from its plain settings (the report's first page)."""
+        return f"NAD indices {', '.join(map(str, s['indices']))}"
+
+    def check_analysis(self, s: StudySettings, analysis) -> str | None:
+        """Why the analysis settings cannot hold for this study's grid, naming the key; or
+        None."""
+        return None
+
 
 def _zeros(shape: Shape) -> torch.Tensor:
     import torch
@@ -257,12 +268,33 @@ def _nad(vectors: torch.Tensor, k: int, shape: Shape) -> torch.Tensor:
 
 class NadPairs(Study):
     name = "nad_pairs"
+    about = (
+        "D(v1) ⊕ D(v2), where D(v) is a binary task along one direction v (x = ε·y·v "
+        "+ w, label y = ±1, Gaussian noise w of std σ orthogonal to v) and ⊕ stacks a sample of "
+        "each, with the same label, as channel blocks: block 1 from D(NAD i), block 2 from D(NAD "
+        "j); either block alone solves the task, so which one a model uses is its architecture's "
+        "choice (underspecification paper, Sec. 3)"
+    )
     headline = "reliance"
 
     def findings(self, df: pd.DataFrame) -> list[str]:
         from .findings import pair_findings
 
         return pair_findings(df)
+
+    def describe_grid(self, s: dict) -> str:
+        return f"{super().describe_grid(s)}, every pair (i, j)"
+
+    def check_analysis(self, s: PairStudy, analysis) -> str | None:
+        """analysis.cross_section.pairs must be cells of the grid."""
+        indices = set(s.indices)
+        for k, (i, j) in enumerate(analysis.cross_section.pairs or ()):
+            if i not in indices or j not in indices:
+                return (
+                    f"config key 'analysis.cross_section.pairs.{k}': ({i}, {j}) is not a pair "
+                    f"of {self.name}.indices {sorted(indices)}"
+                )
+        return None
 
     settings = PairStudy
     variant = NadPair
@@ -357,6 +389,8 @@ class NadPairs(Study):
 
 class SingleDirection(Study):
     name = "single_direction"
+    reference_keys = ("nad_k",)
+    about = "one D(NAD k) per model: how well each NAD is learned (NAD paper)"
 
     def findings(self, df: pd.DataFrame) -> list[str]:
         from .findings import rank_findings
@@ -385,6 +419,8 @@ class SingleDirection(Study):
 
 class Fourier(Study):
     name = "fourier"
+    reference_keys = ("freq_a", "freq_b")
+    about = "one D(Fourier direction (a, b)) per model (NAD paper, Fig. 1)"
     settings = FourierStudy
     variant = Frequency
     data_keys = ("eps", "sigma", "n_train", "n_test")
@@ -413,6 +449,10 @@ class Fourier(Study):
         axis = self.reference_axis(s)
         return [Frequency(a, b) for a in axis for b in axis]
 
+    def describe_grid(self, s: dict) -> str:
+        what = "a, b = 0…size−1" if s["layout"] == "grid" else "the zero frequency centred"
+        return f"{s['size']} x {s['size']} frequencies ({what})"
+
     def reference_axis(self, s: FourierStudy) -> list[int]:
         """The frequencies along a and b."""
         lo = 0 if s.layout == "grid" else -(s.size // 2)
@@ -436,6 +476,10 @@ def _cifar_shape(shape: Shape, channels: tuple[int, ...]) -> str | None:
 
 class CifarNad(Study):
     name = "cifar_nad"
+    about = (
+        "binary CIFAR-10 ⊕ D(NAD k): does the model use the CIFAR image or the "
+        "synthetic channel (underspecification paper, Sec. 4)"
+    )
     settings = CifarNadStudy
     variant = NadIndex
     needs_cifar = True
@@ -488,6 +532,7 @@ class CifarNad(Study):
 
 class Poison(Study):
     name = "poison"
+    about = "CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)"
     settings = PoisonStudy
     variant = Poisoned
     data_keys = ("eps",)
@@ -525,6 +570,7 @@ class Poison(Study):
 
 class Flip(Study):
     name = "flip"
+    about = "CIFAR-10 with each channel's NAD coefficients reversed (NAD paper)"
     settings = FlipStudy
     variant = Representation
     classes = 10
@@ -537,6 +583,9 @@ class Flip(Study):
             "d−1−k), with the same settings. Bars are means over seeds, dots single seeds.",
         )
     }
+
+    def describe_grid(self, s: dict) -> str:
+        return "the original and the flipped images"
 
     def variants(self, s: FlipStudy) -> list[Representation]:
         return [Representation("original"), Representation("flipped")]

@@ -4,7 +4,7 @@ if CFG.cifar10.download:
 
     rule cifar10_download:
         output:
-            PLAN.cifar_files("cifar_nad"),
+            PLAN.cifar_files(),
         log:
             "logs/cifar10_download.log",
         conda:
