@@ -292,21 +292,18 @@ def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
 
 
 def cmd_versus(args) -> int:
-    from .references import ReferenceError, agreement, in_common, line
+    from .references import ReferenceError, agreement, comparable, in_common, line
 
     study, mine = _curves(args.results, args, args.column_a)
     args.study = args.study or study
     study_b, theirs = _curves(args.reference, args, args.column_b)
     if not mine or not theirs:
-        from .references import comparable
-
         raise Refused(f"--study: say {' or '.join(comparable())} (no summary.parquet names it)")
     ref = next(iter(theirs.values()))
     results = []
     for name, series in mine.items():
-        cells = [k if isinstance(k, tuple) else (k,) for k in series.index]
         try:
-            in_common(ref, cells, args.reference)
+            in_common(ref, series.index, args.reference)
         except ReferenceError as e:
             raise Refused(str(e).replace(": no cell in common with the study", ": no cell in "
                           f"common with {args.results}")) from e  # fmt: skip

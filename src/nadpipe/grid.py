@@ -44,7 +44,7 @@ class Cell:
     variant: str
     seed: int
 
-    def path(self, template: str, root: str = "results") -> str:
+    def path(self, template: str, root: str) -> str:
         return template.format(
             root=root, study=self.study, arch=self.arch, variant=self.variant, seed=self.seed
         )
@@ -101,6 +101,10 @@ class Plan:
         self.cfg = cfg
         self.root = root  # the results folder (nadpipe.config.results_root)
         self._digests: dict[str, str] = {}  # NAD file -> sha256, read once per run
+
+    def at(self, template: str, **keys) -> str:
+        """A path template (NAD, SUMMARY, ...) filled in, under this plan's results folder."""
+        return template.format(root=self.root, **keys)
 
     # -- cells ----------------------------------------------------------------------------
 
@@ -243,7 +247,7 @@ class Plan:
         """The NAD artifact a study's job of `arch` reads (none for a study without NADs)."""
         if not REGISTRY[study].needs_nads:
             return []
-        return [NAD.format(root=self.root, arch=self.cfg.nad_source(arch)) + ".pt"]
+        return [self.at(NAD, arch=self.cfg.nad_source(arch)) + ".pt"]
 
     def references(self, study: str) -> dict:
         """Architecture -> its published table (nadpipe.references) with the file's sha256, so
@@ -274,7 +278,7 @@ class Plan:
     def figure_inputs(self, study: str, figure: str, arch: str) -> list[str]:
         if self.figures(study)[figure].source == "arrays":
             return [c.path(EVAL, self.root) + ".npz" for c in self.section_cells(study, arch)]
-        return [SUMMARY.format(root=self.root, study=study)]
+        return [self.at(SUMMARY, study=study)]
 
     def headline_figures(self) -> list[str]:
         """The figures on the report's first page: the first enabled study's headline figure
@@ -284,9 +288,7 @@ class Plan:
             if figures:
                 name = REGISTRY[study].headline or next(iter(figures))
                 archs = self.cfg.studies[study].architectures
-                return [
-                    FIGURE.format(root=self.root, study=study, figure=name, arch=a) for a in archs
-                ]
+                return [self.at(FIGURE, study=study, figure=name, arch=a) for a in archs]
         return []
 
     def final_outputs(self) -> list[str]:
@@ -295,21 +297,20 @@ class Plan:
         out = []
         for study in self.cfg.enabled():
             out += [
-                SUMMARY.format(root=self.root, study=study),
-                RUNS.format(root=self.root, study=study),
+                self.at(SUMMARY, study=study),
+                self.at(RUNS, study=study),
             ]
             out += [
-                FIGURE.format(root=self.root, study=study, figure=f, arch=a)
+                self.at(FIGURE, study=study, figure=f, arch=a)
                 for f in self.figures(study)
                 for a in self.cfg.studies[study].architectures
             ]
-            out.append(SUMMARY_TABLE.format(root=self.root, study=study))
+            out.append(self.at(SUMMARY_TABLE, study=study))
         if not out:
             return []
         archs = self.nad_architectures()
-        out += [NAD_FIGURE.format(root=self.root, arch=a) for a in archs]
-        out += [NAD.format(root=self.root, arch=a) + ".npy" for a in archs]
+        out += [self.at(NAD_FIGURE, arch=a) for a in archs]
+        out += [self.at(NAD, arch=a) + ".npy" for a in archs]
         if len(archs) >= 1:
-            out += [SIGNATURES, SIGNATURE_FIGURE]
-        out += [CONFIG, CONFIG_PAGE, LANDING]
-        return [p.format(root=self.root) if "{root}" in p else p for p in out]
+            out += [self.at(SIGNATURES), self.at(SIGNATURE_FIGURE)]
+        return out + [self.at(CONFIG), self.at(CONFIG_PAGE), self.at(LANDING)]

@@ -14,15 +14,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
-import os
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
 from torch import nn
 
+from .provenance import importable_here
 from .settings import ModelSpec, Shape
 
 
@@ -357,9 +356,7 @@ def resolve_builder(model: str) -> Callable[..., nn.Module]:
             f"unknown model {model!r}: use one of {sorted(REGISTRY)} or 'package.module:callable'"
         )
     module_name, _, attr = model.partition(":")
-    here = os.getcwd()
-    if here not in sys.path:  # a mynets.py beside the config, in the config check and in jobs
-        sys.path.append(here)
+    here = importable_here()
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001 -- an import can fail in any way

@@ -117,6 +117,15 @@ def stale_message(found: dict[str, list[str]]) -> str | None:
 # -- a user model's code, part of its spec (nadpipe.grid.Plan.model_spec) -------------------
 
 
+def importable_here() -> str:
+    """Put the working directory on the import path (a mynets.py beside the config, in the
+    config check, the jobs and the source digest); returns it."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
+    return here
+
+
 def _module_file(name: str, near: str | None = None) -> str | None:
     """The source file of module `name` (found, not imported), if it is a .py file; with
     `near`, only one in that directory (a module beside it, or a package there)."""
@@ -125,9 +134,7 @@ def _module_file(name: str, near: str | None = None) -> str | None:
         candidates = [os.path.join(near, f"{top}.py"), os.path.join(near, top, "__init__.py")]
         if not any(os.path.exists(c) for c in candidates):
             return None
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.append(here)
+    importable_here()
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):

@@ -157,10 +157,15 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
     return pd.Series(values, index=index, name="reference")
 
 
-def in_common(ref: pd.Series, cells: list[tuple], where: str) -> None:
-    """Refuse a reference that has no cell of the study's (`cells`: its keys, as tuples)."""
-    have = {k if isinstance(k, tuple) else (k,) for k in ref.index}
-    if not have & set(cells):
+def _as_tuples(keys) -> list[tuple]:
+    return [k if isinstance(k, tuple) else (k,) for k in keys]
+
+
+def in_common(ref: pd.Series, cells, where: str) -> None:
+    """Refuse a reference that has no cell of the study's (`cells`: its keys, one value or a
+    tuple each, as an index holds them)."""
+    cells = _as_tuples(cells)
+    if not set(_as_tuples(ref.index)) & set(cells):
         shown = ", ".join(str(c[0] if len(c) == 1 else c) for c in list(cells)[:6])
         theirs = ", ".join(str(k) for k in list(ref.index)[:6])
         raise ReferenceError(

@@ -249,9 +249,12 @@ def findings(outputs: list[str]) -> list[str]:
     return out
 
 
-def _found(outputs: list[str]) -> list[str]:
+def _results_lines(outputs: list[str], results: str) -> list[str]:
+    """What a run whose results stand says after listing them: what they show, and the
+    command that makes their report."""
     found = findings(outputs)
-    return ["What the results show:", *(f"  - {f}" for f in found)] if found else []
+    shown = ["What the results show:", *(f"  - {f}" for f in found)] if found else []
+    return [*shown, REPORT.format(command=report_command(results))]
 
 
 def report_command(results: str = "results") -> str:
@@ -273,8 +276,7 @@ def end(
     lines = []
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
-        lines += _found(outputs)
-        lines.append(REPORT.format(command=report_command(results)))
+        lines += _results_lines(outputs, results)
     else:
         lines.append("nadpipe stopped: a job failed (its log is named above).")
     found = list(dict.fromkeys([*warnings, *job_warnings(since)]))
@@ -291,8 +293,7 @@ def up_to_date(
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
-    lines += _found(outputs)
-    lines.append(REPORT.format(command=report_command(results)))
+    lines += _results_lines(outputs, results)
     found = list(dict.fromkeys([*warnings, *job_warnings(0.0, logs)]))
     if found:
         lines.append(f"Warnings that stand for these results ({len(found)}):")
