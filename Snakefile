@@ -37,9 +37,13 @@ rule all:
         PLAN.final_outputs(),
 
 
+onstart:
+    RUN.start()
+
+
 onsuccess:
-    end_of_run(True)
+    RUN.end(True)
 
 
 onerror:
-    end_of_run(False)
+    RUN.end(False)

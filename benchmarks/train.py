@@ -8,12 +8,13 @@ hardware's own rate.
 Prints samples/s for (a) a reference loop in the style of the NAD paper's code (a torch Dataset
 indexed per sample through a DataLoader with 2 workers, one model, .item() every batch), (b)
 nadpipe's single-model loop, (c) nadpipe's 3-seed ensemble and (d) K models trained together as
-grid cells are (nadpipe.batches; K = --together, 32 on a GPU), each model's samples counted; the
+grid cells are (nadpipe.runner.batches; K = --together, 32 on a GPU), each model's samples
+counted; the
 ratios to (a); and, per model, the fraction of the rate of a float32 4096 x 4096 matmul
 measured in the same run that (b) and (d) reach (FLOPs of a forward and backward pass counted
 by torch.utils.flop_counter). --variants measures ResNet-18's single-model loop with bf16
 autocast, channels-last and torch.compile against the bf16 matmul rate (on CUDA). Last, the
-start-up cost of one pipeline job, cold and handed to the warm server (nadpipe.worker).
+start-up cost of one pipeline job, cold and handed to the warm server (nadpipe.runner.worker).
 """
 
 from __future__ import annotations
@@ -135,8 +136,8 @@ def flops_per_sample(model: str, x: torch.Tensor, y: torch.Tensor) -> float:
 def startup_seconds() -> tuple[float, float]:
     """Median seconds of 5 starts of a job that does nothing: cold (a new Python importing the
     job modules, as a job without the warm server) and warm (a job handed to a server of
-    nadpipe.worker, as the workflow's jobs on one machine)."""
-    job = "from nadpipe import worker; worker.run('nadpipe.io:derive_seed', 'x')"
+    nadpipe.runner.worker, as the workflow's jobs on one machine)."""
+    job = "from nadpipe.runner import worker; worker.run('nadpipe.io:derive_seed', 'x')"
     cold, warm = [], []
     for _ in range(5):
         start = time.perf_counter()
@@ -151,7 +152,7 @@ def startup_seconds() -> tuple[float, float]:
 
 WARM = """
 import os, subprocess, sys, time
-from nadpipe import worker
+from nadpipe.runner import worker
 proc = worker.start("/tmp/nadpipe-bench-{pid}")
 while os.path.exists(os.environ[worker.ENV].rsplit(":", 1)[0] + ".starting"):
     time.sleep(0.05)

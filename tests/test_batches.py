@@ -1,4 +1,4 @@
-"""Grid cells trained together (nadpipe.batches): the first job of a batch trains its stale
+"""Grid cells trained together (nadpipe.runner.batches): the first job of a batch trains its stale
 siblings with it; each sibling's job then claims its result; the results equal training each
 cell alone up to float rounding; a killed batch resumes."""
 
@@ -14,12 +14,12 @@ import pytest
 import torch
 from conftest import SCHEMA
 
-from nadpipe import batches
 from nadpipe import config as nc
 from nadpipe.backend import ENV, Backend
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
 from nadpipe.jobs import stackable, train_job
+from nadpipe.runner import batches
 
 CONFIG = {
     "nad_pairs": {"enabled": False},
@@ -151,7 +151,7 @@ def test_a_sibling_claims_its_result_holding_no_gpu_slot(plan, tmp_path, monkeyp
     # (b879b52: every train job held a slot for its whole life, waiting ones included)
     import threading
 
-    from nadpipe import slots
+    from nadpipe.runner import slots
 
     locks = tmp_path / "slots"
     monkeypatch.setenv(slots.SLOTS_ENV, "0")

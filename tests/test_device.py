@@ -90,7 +90,7 @@ def test_a_jobs_setup_and_first_optimizer_import_nothing_the_warm_server_has_not
     code = """
 import importlib, sys, torch
 from nadpipe.backend import Backend, setup
-from nadpipe.worker import PRELOAD
+from nadpipe.runner.worker import PRELOAD
 assert setup(Backend(device="cpu")).type == "cpu"
 print("setup", "torch._dynamo" in sys.modules)
 for module in PRELOAD:

@@ -16,11 +16,11 @@ import pytest
 import standin  # noqa: F401 -- registers the stand-in device
 import torch
 
-from nadpipe import batches
 from nadpipe.backend import ENV, Backend
 from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
 from nadpipe.jobs import stackable
+from nadpipe.runner import batches
 from nadpipe.settings import ModelSpec, Shape, TrainSettings
 from nadpipe.studies import DataSpec
 

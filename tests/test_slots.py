@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from nadpipe import slots
+from nadpipe.runner import slots
 
 JOB = """
 import json, os, random, sys, time
-from nadpipe.slots import gpu_slot
+from nadpipe.runner.slots import gpu_slot
 with gpu_slot(sys.argv[1].split(","), sys.argv[2], poll=0.02) as device:
     start = time.time()
     assert os.environ["CUDA_VISIBLE_DEVICES"] == device
@@ -61,7 +61,7 @@ def test_concurrent_jobs_never_share_a_slot(tmp_path):
 def test_a_killed_job_gives_its_slot_back(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     hold = (
-        "import time\nfrom nadpipe.slots import gpu_slot\n"
+        "import time\nfrom nadpipe.runner.slots import gpu_slot\n"
         f"with gpu_slot(['0'], {str(tmp_path)!r}):\n"
         "    print('held', flush=True)\n    time.sleep(60)"
     )
@@ -121,7 +121,7 @@ def test_pool_size_comes_from_config_then_resource_then_gpus_times_jobs_per_gpu(
     assert len(slots.pool(slots.slot_count(None, 10**9, 1), ["0"])) == 256
     if not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/dev/kfd"):
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-        code = "from nadpipe.slots import visible_gpus; import sys; print(visible_gpus(), "
+        code = "from nadpipe.runner.slots import visible_gpus; import sys; print(visible_gpus(), "
         code += "'torch' in sys.modules)"
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         assert out.stdout.strip() == "[] False"  # no GPU driver: no pool, without torch

@@ -19,12 +19,12 @@ from helpers import MEASURED, relu_units_820f241, run_every_job
 from standin import DEVICE, DeviceMixError, Record, standin
 from torch import nn
 
-from nadpipe import batches
 from nadpipe.acceptance import DATA
 from nadpipe.backend import Backend, accelerated
 from nadpipe.jobs import stackable
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
+from nadpipe.runner import batches
 from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
 from nadpipe.train import applied, can_stack, train
 

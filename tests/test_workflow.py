@@ -56,7 +56,7 @@ MICRO_ARCHS = {"mlp": "mlp", "lenet": "lenet"}  # the architectures MICRO runs, 
 def run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("wf")
     (workdir / "config.yaml").write_text(yaml.safe_dump(MICRO))
-    # --resources gpu=2 on a machine without a GPU: no slot pool (nadpipe.slots), the CPU
+    # --resources gpu=2 on a machine without a GPU: no slot pool (nadpipe.runner.slots), the CPU
     res = snakemake(workdir, "--cores", "2", "--resources", "gpu=2", umask=0o022)
     return workdir, res
 
@@ -418,29 +418,84 @@ def test_results_made_by_other_library_source_are_named_with_the_command(run, tm
     assert "other nadpipe library source" not in out and "Nothing to be done" in out
 
 
+def _holding(copy: Path, first: subprocess.Popen) -> None:
+    """Freeze `first` (SIGSTOP) once it holds the run lock: it holds it until it is continued,
+    however fast its jobs are (no sleep decides the test)."""
+    from nadpipe.runner.runs import LOCK, holder
+
+    deadline = time.time() + 120
+    while time.time() < deadline and first.poll() is None:
+        first.send_signal(signal.SIGSTOP)
+        if holder(str(copy / LOCK))[0] is not None:
+            return
+        first.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError(f"the first run never held {LOCK} (exit {first.poll()})")
+
+
 def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_path):
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
-    # a first run that executes jobs for a while (every figure again)
+    # a first run that executes jobs (every figure again), frozen while it holds the lock
     cmd = snakemake_command(copy, "--cores", "1", "--forcerun", "plot", "plot_nads")
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while not (copy / ".nadpipe/run.lock").exists() and time.time() < deadline:
-        time.sleep(0.1)
-    time.sleep(2)
-    second = snakemake(copy, "--cores", "1", check=False)
-    out = second.stdout + second.stderr
-    assert second.returncode != 0
-    assert f"another run is executing jobs in this directory (snakemake pid {first.pid}" in out
-    assert "--rerun-incomplete" not in out and "wait for it to end" in out.lower()
-    # no advice that can fail meanwhile: b879b52 said "a dry run works meanwhile", and
-    # Snakemake's -n raises IncompleteFilesException while a job of the first run finishes
-    assert "dry run" not in out
+    _holding(copy, first)
+    try:
+        # a run, and a dry run (Snakemake's -n would call the first run's unfinished files
+        # incomplete): both stop at once with the same advice, which holds whatever they are
+        for args in (("--cores", "1"), ("-n", "--cores", "1")):
+            second = snakemake(copy, *args, check=False)
+            out = second.stdout + second.stderr
+            assert second.returncode != 0
+            said = "another run is executing jobs in this directory"
+            assert f"{said} (snakemake pid {first.pid}" in out
+            assert "--rerun-incomplete" not in out and "wait for it to end" in out.lower()
+            assert "Traceback" not in out
+    finally:
+        first.send_signal(signal.SIGCONT)
     first.wait(timeout=300)
     assert first.returncode == 0
     # what it says to do: run the command again once the first has ended
     assert snakemake(copy, "--cores", "1").returncode == 0
     assert planned(copy) == {}
+
+
+def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
+    """The run machinery starts from Snakemake's onstart: a dry run, --lint, --summary,
+    --list-rules, --unlock and --report leave nadpipe's state (.nadpipe) and the results as
+    they were, start no job server and take no lock; a run of one job takes the lock."""
+    from nadpipe.runner.runs import LOCK, holder
+
+    workdir, _ = run
+    copy = _copy(workdir, tmp_path)
+
+    def state() -> dict[str, tuple[int, int]]:
+        return {
+            str(p.relative_to(copy)): (p.stat().st_mtime_ns, p.stat().st_size)
+            for p in copy.rglob("*")
+            if p.is_file() and ".snakemake" not in p.parts and p.name != "report.html"
+        }
+
+    before = state()
+    for args in (
+        ("-n", "--cores", "1"),
+        ("--lint",),
+        ("--summary",),
+        ("--list-rules",),
+        ("--unlock",),
+        ("--report", "report.html"),
+        ("-n", "--cores", "1", "--forcerun", "plot"),  # a dry run with work to plan
+    ):
+        res = snakemake(copy, *args, check=False)
+        assert res.returncode == 0, (args, res.stderr[-2000:])
+        assert state() == before, args
+        assert not (copy / ".nadpipe").exists(), args
+    assert (copy / "report.html").stat().st_size > 100_000  # --report did its own work
+    # a run that executes a job starts the machinery at onstart: its lock names it
+    snakemake(copy, "--cores", "1", "--forcerun", "plot_nads")
+    held, last = holder(str(copy / LOCK))
+    assert held is None and "--forcerun plot_nads" in last
+    assert (copy / ".nadpipe/worker.log").exists()
 
 
 def test_a_deleted_intermediate_is_rebuilt_as_the_readme_says(run, tmp_path):

@@ -135,10 +135,10 @@ def _resume(work: Path, batched: bool) -> str:
     import torch
 
     from .backend import ENV, Backend
-    from .batches import ROOT, plan, write_manifests
     from .grid import TrainJob
     from .io import load_json, load_torch
     from .jobs import stackable
+    from .runner.batches import ROOT, plan, write_manifests
     from .settings import ModelSpec, Shape, TrainSettings
     from .studies import DataSpec
 

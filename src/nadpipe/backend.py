@@ -9,7 +9,7 @@ The device rule:
 - Data and models are born on the CPU by design (`on_cpu`): seeded CPU generators give the same
   bytes on every machine. The job moves them to its device once; results come back to the CPU
   once, as numbers or arrays, just before they are written.
-- A job that was given a GPU (a slot of nadpipe.slots, or SLURM's CUDA_VISIBLE_DEVICES) and
+- A job that was given a GPU (a slot of nadpipe.runner.slots, or SLURM's CUDA_VISIBLE_DEVICES) and
   finds no CUDA stops with a message instead of running on the CPU, unless `gpus.device: cpu`.
 
 tests/test_device.py runs every job under `torch.device("meta")`: a tensor made without a device
@@ -46,7 +46,7 @@ class Backend:
     deterministic: bool = False
     tf32: bool = False
     cudnn_benchmark: bool = True
-    batch_cells: int | None = None  # cells trained together (nadpipe.batches); None: by device
+    batch_cells: int | None = None  # cells trained together (runner.batches); None: by device
 
     def batch_size(self, accelerator: bool) -> int:
         """How many cells train together: `batch_cells`, else 64 on an accelerator and 1 on the

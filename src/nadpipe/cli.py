@@ -337,7 +337,7 @@ def cmd_doctor(args) -> int:
     from . import __version__
     from .cifar import missing_files
     from .provenance import source_hash
-    from .slots import describe, pool, slot_count, visible_gpus
+    from .runner.slots import describe, pool, slot_count, visible_gpus
 
     lines = [
         f"nadpipe {__version__} (library source {source_hash()}) at {Path(__file__).parent}",

@@ -193,7 +193,8 @@ class Plan:
 
     def train_cells(self) -> list[tuple[TrainJob, str, str]]:
         """Every one-seed training of the enabled studies (those that train their seeds
-        together excepted), with its weights and record paths: what nadpipe.batches batches."""
+        together excepted), with its weights and record paths: what nadpipe.runner.batches
+        batches."""
         out = []
         for study in self.cfg.enabled():
             if study in self.grouped():

@@ -104,7 +104,7 @@ def save_text(text: str, path: str | os.PathLike) -> None:
     atomic_write(path, write)
 
 
-RUN_ENV = "NADPIPE_RUN_OPTIONS"  # JSON: the options that say which run this is (nadpipe.runs)
+RUN_ENV = "NADPIPE_RUN_OPTIONS"  # JSON: the options that say which run this is (runner.runs)
 
 
 def in_workflow() -> bool:
@@ -115,7 +115,7 @@ def in_workflow() -> bool:
 def snakemake_command(*args: str) -> str:
     """A Snakemake command line for the run this job belongs to: the options it was started with
     that say which run it is (Snakefile, directory, config files and overrides, profiles;
-    nadpipe.runs.run_options), then `args`, quoted for a shell."""
+    nadpipe.runner.runs.run_options), then `args`, quoted for a shell."""
     import shlex
 
     options = json.loads(os.environ.get(RUN_ENV, "[]"))
@@ -192,8 +192,8 @@ def job_log(
     path: str | os.PathLike | None, threads: int | None = None, gpu: int = 0
 ) -> Iterator[None]:
     """Send stdout and stderr to a job's log file; set torch's CPU threads; with `gpu` > 0 hold
-    a GPU slot (nadpipe.slots) for the job's lifetime."""
-    from .slots import gpu_slot
+    a GPU slot (nadpipe.runner.slots) for the job's lifetime."""
+    from .runner.slots import gpu_slot
 
     if threads:
         import torch

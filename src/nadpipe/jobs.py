@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import batches, models, slots
+from . import models
 from .backend import Backend, facts, on_cpu, setup
-from .batches import Member
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, at_chance, evaluate_conditions
 from .grid import EvalJob, NadJob, TrainJob
@@ -39,6 +38,8 @@ from .io import (
 from .log import say, warn
 from .nads import compute_nads, overlaps_line
 from .provenance import provenance
+from .runner import batches, slots
+from .runner.batches import Member
 from .settings import ModelSpec, plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import applied, can_stack, diverged_epoch, init_seed, per_model, stacks, train
@@ -171,11 +172,11 @@ def train_job(
 ) -> str:
     """Train the model(s) of one cell, one per seed (several seeds: one batched ensemble); save
     each model's weights and its record (settings, per-epoch history, data checksum, where and
-    with which library it ran). With batching on (gpus.batch_cells, nadpipe.batches), a
+    with which library it ran). With batching on (gpus.batch_cells, nadpipe.runner.batches), a
     one-seed cell of a stackable model trains together with its stale sibling cells.
 
-    `slot` > 0 (a GPU job of the workflow): a GPU slot (nadpipe.slots) is taken only to train,
-    so a cell whose batch a sibling's job is training waits for it holding no GPU."""
+    `slot` > 0 (a GPU job of the workflow): a GPU slot (nadpipe.runner.slots) is taken only to
+    train, so a cell whose batch a sibling's job is training waits for it holding no GPU."""
     job = typed(TrainJob, job) if isinstance(job, dict) else job
     backend = backend or Backend.from_env()
     hold = slots.gpu_slot if slot else contextlib.nullcontext

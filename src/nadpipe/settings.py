@@ -267,7 +267,8 @@ class CifarData:
 
 @dataclass(frozen=True)
 class GpuSettings:
-    """Where the jobs compute (nadpipe.backend) and how GPU jobs share the GPUs (nadpipe.slots)."""
+    """Where the jobs compute (nadpipe.backend) and how GPU jobs share the GPUs
+    (nadpipe.runner.slots)."""
 
     device: str = "auto"  # "auto": CUDA when torch sees a GPU, else the CPU; "cpu"; "cuda"
     slots: int | None = None  # GPU jobs at once; None: --resources gpu=N, else GPUs x jobs_per_gpu

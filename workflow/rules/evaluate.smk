@@ -13,7 +13,7 @@ rule evaluate:
         CONDA_ENV
     threads: 1
     resources:
-        gpu=GPU_JOB,
+        gpu=RUN.gpu_job,
     params:
         job=lambda w: plain(PLAN.eval_job(w.study, w.arch, w.variant, int(w.seed))),
     script:

@@ -13,7 +13,7 @@ rule nads:
         CONDA_ENV
     threads: 4  # capped at --cores by Snakemake
     resources:
-        gpu=GPU_JOB,
+        gpu=RUN.gpu_job,
     params:
         job=lambda w: plain(PLAN.nad_job(w.arch)),
     script:

@@ -48,7 +48,7 @@ for grouped in PLAN.grouped():
             CONDA_ENV
         threads: 1
         resources:
-            gpu=GPU_JOB,
+            gpu=RUN.gpu_job,
         params:
             job=lambda w, s=grouped: plain(
                 PLAN.train_job(s, w.arch, w.variant, CFG.studies[s].seeds)

@@ -1,7 +1,7 @@
 """One table of a study's evaluations, and one of its models' timings."""
 
-from nadpipe import worker
 from nadpipe.log import say
+from nadpipe.runner import worker
 
 sm = snakemake
 summary = worker.run(

@@ -1,7 +1,7 @@
 """Evaluate one trained model: its study's conditions and measures."""
 
-from nadpipe import worker
 from nadpipe.log import say
+from nadpipe.runner import worker
 
 sm = snakemake
 nads = list(sm.input.nads)  # empty for a study without NADs

@@ -1,6 +1,6 @@
 """One figure of a study for one architecture (nadpipe.studies names its function)."""
 
-from nadpipe import worker
+from nadpipe.runner import worker
 
 sm = snakemake
 w = sm.wildcards

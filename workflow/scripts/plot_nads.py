@@ -1,7 +1,7 @@
 """The NAD figure of one architecture, and a warning when its NADs are not converged."""
 
-from nadpipe import worker
 from nadpipe.log import say
+from nadpipe.runner import worker
 
 sm = snakemake
 verdict = worker.run(

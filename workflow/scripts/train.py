@@ -1,7 +1,7 @@
 """Train the model(s) of one cell: one seed, or all its seeds as one batched ensemble."""
 
-from nadpipe import worker
 from nadpipe.log import say
+from nadpipe.runner import worker
 
 sm = snakemake
 nads = list(sm.input.nads)  # empty for a study without NADs

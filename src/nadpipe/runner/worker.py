@@ -1,10 +1,10 @@
 """A warm Python for the workflow's jobs on this machine.
 
 Importing torch takes about 2 s; in a study of many small models that is about half of all job
-time. The Snakefile's main process therefore starts one server that imports nadpipe's job
-modules once, and each job script hands its call to it: the server forks a child per job (a
-copy of the warm process, nothing shared at run time), which takes the script's working
-directory and environment, runs the job under its log and returns the result. A job that is
+time. A run that executes jobs therefore starts one server (Run.start, at Snakemake's onstart)
+that imports nadpipe's job modules once, and each job script hands its call to it: the server
+forks a child per job (a copy of the warm process, nothing shared at run time), which takes the
+script's working directory and environment, runs the job under its log and returns the result. A job that is
 not the local Snakemake run's own (a SLURM job, another Snakemake), or finds no server, runs
 in its own process as before; the results are the same either way (tested).
 
@@ -63,7 +63,7 @@ def resolve(target: str) -> Callable:
 
 def run_here(target: str, args: tuple, kwargs: dict, log: str | None, threads: int, gpu: int):
     """Run `target(*args, **kwargs)` in this process, under the job's log."""
-    from .io import job_log
+    from ..io import job_log
 
     with job_log(log, threads, gpu):
         return resolve(target)(*args, **kwargs)
@@ -176,7 +176,7 @@ def serve(path: str, owner: int) -> None:
     try:
         for module in PRELOAD:
             importlib.import_module(module)
-        from .provenance import source_hash
+        from ..provenance import source_hash
 
         source_hash()  # fixed now: the source these modules were loaded from
         with contextlib.suppress(FileNotFoundError):
@@ -213,7 +213,7 @@ def start(directory: str = ".nadpipe") -> subprocess.Popen:
     open(path + ".starting", "w").close()
     log = open(os.path.join(directory, "worker.log"), "w")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nadpipe.worker", path, str(os.getpid())],
+        [sys.executable, "-m", "nadpipe.runner.worker", path, str(os.getpid())],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,

@@ -29,8 +29,8 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .log import say
-from .settings import plain
+from ..log import say
+from ..settings import plain
 
 ROOT = ".nadpipe/batches"  # manifests and locks, per batch key
 CACHE = ".nadpipe/trained"  # results trained ahead for their own jobs, per cell
@@ -63,7 +63,7 @@ def batch_key(job) -> str:
 
 def cell_key(job) -> str:
     """Everything a cell's trained model depends on, the library source included."""
-    from .provenance import source_hash
+    from ..provenance import source_hash
 
     return _digest([plain(job), source_hash()])
 
@@ -76,7 +76,7 @@ def spec_key(job) -> str:
 def needs_training(job, model: str, record: str) -> bool:
     """Whether this run will train the cell, as the main process sees it before any job: its
     outputs missing, or its record made for another spec (the rule's params changed)."""
-    from .io import load_json
+    from ..io import load_json
 
     if not (os.path.exists(model) and os.path.exists(record)):
         return True
@@ -135,7 +135,7 @@ def write_manifests(
 ) -> None:
     """Per batch key, the cells (train job, model path, record path, planned chunk) that share
     it; written by the main process before any job runs."""
-    from .io import save_json
+    from ..io import save_json
 
     by_key: dict[str, list] = {}
     for job, model, record in entries:
@@ -175,7 +175,7 @@ def trained_ahead(job, cache: str = CACHE) -> bool:
 
 def _stale(cell: dict, job) -> bool:
     """Whether a sibling's result on disk is missing or was made for another spec."""
-    from .io import load_json
+    from ..io import load_json
 
     if not (os.path.exists(cell["model"]) and os.path.exists(cell["record"])):
         return True
@@ -198,8 +198,8 @@ def train_cell(
     leader, else trained now by `train(members, checkpoint)` with the stale siblings of its
     planned chunk (at most `size` cells; see `plan`), or alone. Returns what happened, in a
     line."""
-    from .grid import TrainJob
-    from .settings import typed
+    from ..grid import TrainJob
+    from ..settings import typed
 
     key = batch_key(job)
     path = os.path.join(root, f"{key}.json")

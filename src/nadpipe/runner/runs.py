@@ -1,9 +1,10 @@
-"""The start and the end of a workflow run (called by the Snakefile's main process).
+"""The start and the end of a workflow run, for nadpipe.runner.Run.
 
-At the start: one run at a time per directory (a second Snakemake process that would execute
-jobs stops at once, saying which run is going on, instead of reporting that run's outputs as
-incomplete), and the results on disk that other library source made (nadpipe.provenance). At
-the end: the outputs, and every warning the run's jobs wrote to their logs, repeated.
+One run at a time per directory: a run holds `LOCK` (flock) from Snakemake's onstart to its end,
+and every other Snakemake command in the directory stops at once while it does, saying which run
+is going on (Snakemake itself would report that run's unfinished outputs as incomplete and advise
+--rerun-incomplete, or --unlock, both wrong while it runs). Checking only reads the lock. At the
+end: the outputs, what they show, and every warning the run's jobs wrote to their logs.
 """
 
 from __future__ import annotations
@@ -12,59 +13,15 @@ import atexit
 import contextlib
 import fcntl
 import glob
-import json
 import os
 import sys
 import time
 from collections.abc import Callable
 
-from . import provenance
-from .log import WARNING
+from .. import provenance
+from ..log import WARNING
 
 LOCK = ".nadpipe/run.lock"
-# Snakemake commands that plan, report or tidy up, and execute no job: they do not take the lock
-NOT_EXECUTING = {
-    "-n",
-    "--dry-run",
-    "--dryrun",
-    "--report",
-    "--unlock",
-    "--lint",
-    "--list",
-    "-l",
-    "--list-rules",
-    "--list-target-rules",
-    "--lt",
-    "--summary",
-    "-S",
-    "--detailed-summary",
-    "-D",
-    "--dag",
-    "--rulegraph",
-    "--filegraph",
-    "--d3dag",
-    "--cleanup-metadata",
-    "--cm",
-    "--cleanup-shadow",
-    "--archive",
-    "--containerize",
-    "--list-changes",
-    "--lc",
-    "--list-input-changes",
-    "--li",
-    "--list-params-changes",
-    "--lp",
-    "--list-code-changes",
-    "--list-untracked",
-    "--lu",
-    "--delete-all-output",
-    "--delete-temp-output",
-    "--touch",
-    "-t",
-    "--generate-unit-tests",
-    "--conda-create-envs-only",
-    "--print-compilation",
-}
 
 # options that say which run this is, repeated in every command nadpipe suggests (a command
 # without them could plan another config's study in the same directory); those marked take
@@ -73,22 +30,18 @@ REPEATED = {"-s", "--snakefile", "-d", "--directory", "--profile", "--workflow-p
 REPEATED_MANY = {"--configfile", "--configfiles", "--config", "-C"}
 
 _held = None  # this process's open lock file, kept until it ends
-_server = None  # the warm job server of this run (nadpipe.worker)
-_ended = False  # the end-of-run summary was said
 
 
 class RunInProgress(RuntimeError):
     """Another Snakemake run is executing jobs in this directory."""
 
 
-def executing(dryrun: bool, argv: list[str] | None = None) -> bool:
-    """Whether this Snakemake process will run jobs (not a dry run, report, unlock, ...)."""
-    return not dryrun and executes(sys.argv if argv is None else argv)
-
-
-def executes(argv: list[str]) -> bool:
-    """Whether a Snakemake command line runs jobs (not a dry run, report, unlock, lint, ...)."""
-    return not any(a.split("=")[0] in NOT_EXECUTING for a in argv[1:])
+def in_progress(holder: str, path: str = LOCK) -> RunInProgress:
+    return RunInProgress(
+        f"another run is executing jobs in this directory ({holder}); it holds {path}. "
+        "Two runs would build the same files. Wait for it to end (its jobs' logs are under "
+        "logs/), then run your command again: it picks up where that run stopped."
+    )
 
 
 def run_options(argv: list[str]) -> list[str]:
@@ -127,11 +80,7 @@ def take_lock(path: str = LOCK) -> str:
         f.seek(0)
         holder = f.read().strip() or "a process"
         f.close()
-        raise RunInProgress(
-            f"another run is executing jobs in this directory ({holder}); it holds {path}. "
-            "Two runs would build the same files. Wait for it to end (its jobs' logs are under "
-            "logs/), then run your command again: it picks up where that run stopped."
-        ) from None
+        raise in_progress(holder, path) from None
     f.seek(0)
     last = f.read().strip()
     f.seek(0)
@@ -163,11 +112,14 @@ def killed_run_message(last: str, root: str = ".") -> str | None:
     """What to do after a run in `root` was killed (its Snakemake lock left behind), in one
     message: the steps Snakemake will ask for one after another, and the killed run's jobs
     that are still running; None when no run was killed."""
-    from .io import snakemake_command
+    from ..io import snakemake_command
 
     locks = glob.glob(os.path.join(root, ".snakemake", "locks", "*"))
     if not locks:
         return None
+    starting = snakemakes(root)
+    if starting:  # its locks, taken before nadpipe's
+        raise in_progress(f"snakemake pid {starting[0]}, starting")
     steps = [snakemake_command("--unlock")]
     if glob.glob(os.path.join(root, ".snakemake", "incomplete", "*")):
         steps.append(snakemake_command("--cores", "all", "--rerun-incomplete"))
@@ -185,34 +137,63 @@ def killed_run_message(last: str, root: str = ".") -> str | None:
         jobs = "none of its jobs is still running; "
     return (
         f"the last run in this directory was killed ({last or 'no record of it'}) and left "
-        f"Snakemake's lock behind, so Snakemake will stop this run. {jobs[0].upper()}{jobs[1:]}run "
+        f"Snakemake's lock behind, which stops every run until it is unlocked. "
+        f"{jobs[0].upper()}{jobs[1:]}run "
         f"`{steps[0]}`, then `{steps[1]}` (trainings resume from their checkpoints)."
     )
 
 
-def start(
-    dryrun: bool, warm: bool = True, argv: list[str] | None = None, results: str = "results"
-) -> list[str]:
-    """The start-of-run checks, and (`warm`: jobs run in this Python environment) the warm job
-    server of nadpipe.worker; returns warnings to print. Hands the run's identifying options
-    to its jobs (io.RUN_ENV), so that every command they suggest repeats them."""
-    global _server
-    from .io import RUN_ENV
+def holder(path: str = LOCK) -> tuple[str | None, str]:
+    """Who holds `path` now (what it wrote: pid, start, command line; None when no process
+    does), and what its last holder wrote. Only reads: no file is made, nothing is locked for
+    longer than the test."""
+    try:
+        f = open(path)  # noqa: SIM115 -- closed below
+    except FileNotFoundError:
+        return None, ""
+    with f:
+        text = f.read().strip()
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return text or "a process", text
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None, text
 
-    argv = sys.argv if argv is None else argv
-    os.environ[RUN_ENV] = json.dumps(run_options(argv))
-    found = []
-    if executing(dryrun, argv):
-        last = take_lock()
-        killed = killed_run_message(last)
-        if killed:
-            found.append(killed)
-        elif warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
-            from . import worker
 
-            _server = worker.start()
+def snakemakes(root: str = ".") -> list[int]:
+    """Other Snakemake processes working in `root` (not their jobs): a run that is building its
+    plan has taken Snakemake's locks but not yet nadpipe's."""
+    import psutil
+
+    here, found = os.path.realpath(root), []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        line = p.info["cmdline"] or []
+        if p.info["pid"] == os.getpid() or not _is_snakemake(line):
+            continue
+        with contextlib.suppress(psutil.Error):
+            if os.path.realpath(p.cwd()) == here:
+                found.append(p.info["pid"])
+    return sorted(found)
+
+
+def _is_snakemake(cmdline: list[str]) -> bool:
+    program = [os.path.basename(a) for a in cmdline[:3]]
+    return "snakemake" in program or any(
+        a == "-m" and b == "snakemake" for a, b in zip(cmdline, cmdline[1:], strict=False)
+    )
+
+
+def check(results: str = "results", root: str = ".") -> list[str]:
+    """The checks of every Snakemake command in `root`, as it parses the workflow: raise
+    RunInProgress while another run executes jobs here; return the warnings to print (a killed
+    run's left-overs, results made by other library source). Only reads."""
+    held, last = holder(os.path.join(root, LOCK))
+    if held is not None:
+        raise in_progress(held)
+    killed = killed_run_message(last, root)
     message = provenance.stale_message(provenance.stale(results))
-    return found + ([message] if message else [])
+    return [m for m in (killed, message) if m]
 
 
 def job_warnings(since: float, root: str = "logs") -> list[str]:
@@ -237,7 +218,7 @@ def findings(outputs: list[str]) -> list[str]:
     the report's first page states too."""
     import pandas as pd
 
-    from .studies import REGISTRY
+    from ..studies import REGISTRY
 
     out = []
     for path in outputs:
@@ -260,7 +241,7 @@ def _results_lines(outputs: list[str], results: str) -> list[str]:
 def report_command(results: str = "results") -> str:
     """The command that makes this run's HTML report, in its results folder: its own options
     (config files, overrides, directory), so that the report is of the results this run made."""
-    from .io import snakemake_command
+    from ..io import snakemake_command
 
     return snakemake_command("--report", f"{results}/report.html")
 
@@ -269,10 +250,6 @@ def end(
     ok: bool, outputs: list[str], warnings: list[str], since: float, results: str = "results"
 ) -> str:
     """What the run says when it ends: its outputs (or that it failed) and every warning."""
-    global _ended
-    _ended = True
-    if _server is not None:
-        _server.terminate()
     lines = []
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
@@ -305,6 +282,7 @@ def summarise_at_exit(
     outputs: Callable[[], list[str]],
     warnings: list[str],
     logfiles: Callable[[], list[str]],
+    ended: Callable[[], bool],
     results: str = "results",
 ) -> None:
     """When this run ends without its end-of-run summary because Snakemake found nothing to do
@@ -326,7 +304,7 @@ def summarise_at_exit(
     logging.getLogger("snakemake.logging").addHandler(Nothing())
 
     def at_exit() -> None:
-        if _ended or not said:  # b879b52 said "nothing to do" after a LockException too
+        if ended() or not said:  # b879b52 said "nothing to do" after a LockException too
             return
         text = up_to_date(outputs(), warnings, logs, results)
         print(text, file=sys.stderr, flush=True)

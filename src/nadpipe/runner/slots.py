@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from .log import say
+from ..log import say
 
 SLOTS_ENV = "NADPIPE_GPU_SLOTS"
 LOCK_DIR_ENV = "NADPIPE_GPU_LOCK_DIR"

@@ -1,0 +1,106 @@
+"""The run machinery: what a Snakemake run of nadpipe does besides its jobs, in one package.
+
+`Run` is its one entry point, made once by common.smk while Snakemake parses the workflow:
+- parsing (every Snakemake command: a run, -n, --report, --lint, --unlock, --summary, a
+  profile's calls) only reads and plans: it stops the command while another run executes jobs
+  in this directory (runs.check), plans the GPU slot pool (slots) and the cells trained together
+  (batches), and hands the jobs where they compute through the environment;
+- `start`, Snakemake's onstart, which only a run that executes jobs reaches: takes the run lock,
+  writes the batch manifests, starts the warm job server (worker);
+- `end`, Snakemake's onsuccess / onerror, and the "nothing to do" summary of a run that had no
+  job: the outputs, what they show, every warning.
+So no list of Snakemake's options says which commands run jobs: Snakemake's hooks do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from ..log import WARNING
+from . import batches, runs, slots
+
+
+class Run:
+    """One Snakemake command of the workflow. `workflow` is Snakemake's; `cfg` the validated
+    config, `plan` its grid.Plan, `results` its results folder, `warnings` what the config
+    check found (said now and again at the end)."""
+
+    def __init__(self, workflow: Any, cfg: Any, plan: Any, results: str, warnings: list[str]):
+        from snakemake.logging import logger
+
+        from .. import backend
+        from ..io import RUN_ENV
+
+        self.plan, self.results, self.warnings = plan, results, warnings
+        self.since = time.time()
+        self.server = None  # the warm job server (worker), from start() to end()
+        self.ended = False
+        self.warm = not workflow.deployment_settings.deployment_method  # jobs run here
+        self.main = workflow.is_main_process  # not a job Snakemake starts elsewhere (SLURM)
+        if self.main:
+            # every command nadpipe suggests, in the jobs too, repeats the run's own options
+            os.environ[RUN_ENV] = json.dumps(runs.run_options(sys.argv))
+            self.warnings += runs.check(results)
+            if not workflow.output_settings.dryrun:
+                runs.summarise_at_exit(
+                    plan.final_outputs,
+                    self.warnings,
+                    workflow.logger_manager.get_logfile,
+                    lambda: self.ended,
+                    results,
+                )
+        for message in self.warnings:
+            logger.warning(f"{WARNING} {message}")
+
+        # Where jobs compute (nadpipe.backend) and the GPU slot pool of this machine's jobs,
+        # passed through the environment so that changing them reruns nothing.
+        gpus = slots.visible_gpus() if cfg.gpus.device != "cpu" else []
+        resource = workflow.global_resources.get("gpu")
+        self.slots = slots.pool(
+            slots.slot_count(cfg.gpus.slots, resource, len(gpus), cfg.gpus.jobs_per_gpu), gpus
+        )
+        if self.slots and resource is None:
+            # without --resources gpu=N: at most one GPU job per slot at once
+            workflow.register_resource("gpu", len(self.slots))
+        # the gpu resource of a compute job: none with gpus.device cpu (SLURM then asks none)
+        self.gpu_job = 0 if cfg.gpus.device == "cpu" else 1
+        # cells trained together (batches): planned here, so that a chunk's other cells run
+        # after its leader (their input is its record) and ask for no GPU
+        batch = cfg.gpus.backend().batch_size(
+            bool(self.gpu_job) and (bool(self.slots) or not workflow.local_exec)
+        )
+        self.chunks: dict[str, batches.Chunk] = {}
+        if batch > 1:
+            from ..jobs import stackable
+
+            self.chunks = batches.plan(plan.train_cells(), batch, stackable)
+        os.environ[slots.SLOTS_ENV] = ",".join(self.slots)
+        os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(cfg.gpus.lock_dir)
+        os.environ[backend.ENV] = cfg.gpus.backend().to_env()
+        if self.main and self.slots:
+            logger.info(f"nadpipe: {slots.describe(self.slots)}")
+
+    def start(self) -> None:
+        """Snakemake's onstart: this command executes jobs. Hold the run lock, write the batch
+        manifests before any job, start the warm job server."""
+        runs.take_lock()
+        batches.write_manifests(self.plan.train_cells(), self.chunks)
+        if self.warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
+            from . import worker
+
+            self.server = worker.start()
+
+    def end(self, ok: bool) -> None:
+        """Snakemake's onsuccess (`ok`) / onerror: say what the run says last."""
+        from snakemake.logging import logger
+
+        self.ended = True
+        if self.server is not None:
+            self.server.terminate()
+        logger.info(
+            runs.end(ok, self.plan.final_outputs(), self.warnings, self.since, self.results)
+        )
