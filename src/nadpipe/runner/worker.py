@@ -4,9 +4,9 @@ Importing torch takes about 2 s; in a study of many small models that is about h
 time. A run that executes jobs therefore starts one server (Run.start, at Snakemake's onstart)
 that imports nadpipe's job modules once, and each job script hands its call to it: the server
 forks a child per job (a copy of the warm process, nothing shared at run time), which takes the
-script's working directory and environment, runs the job under its log and returns the result. A job that is
-not the local Snakemake run's own (a SLURM job, another Snakemake), or finds no server, runs
-in its own process as before; the results are the same either way (tested).
+script's working directory and environment, runs the job under its log and returns the result.
+A job that is not the local Snakemake run's own (a SLURM job, another Snakemake), or finds no
+server, runs in its own process as before; the results are the same either way (tested).
 
 The child ends itself when its script goes away (Snakemake killed the job), and the server ends
 with the Snakemake process that started it. Nothing in the server runs torch, so no thread pool
