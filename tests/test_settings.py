@@ -13,13 +13,14 @@ from snakemake.utils import update_config
 from nadpipe import config as nc
 from nadpipe import settings as st
 from nadpipe.config import STUDY_SETTINGS
+from nadpipe.config.keys import _resolve as schema_node
 
 SCHEMA_DATA = yaml.safe_load(SCHEMA.read_text())
 PAPER_CONFIGS = ["paper_sec3", "paper_sec4", "paper_poison", "paper_flip", "nad_paper"]
 
 
 def _props(node):
-    return nc._resolve(SCHEMA_DATA, node)["properties"]
+    return schema_node(SCHEMA_DATA, node)["properties"]
 
 
 def _blocks():
@@ -39,7 +40,7 @@ def _leaves(node, default, prefix):
         if is_dataclass(value):
             yield from _leaves(sub, value, f"{prefix}.{name}")
         else:
-            yield f"{prefix}.{name}", nc._resolve(SCHEMA_DATA, sub), value
+            yield f"{prefix}.{name}", schema_node(SCHEMA_DATA, sub), value
 
 
 def test_the_schema_has_exactly_the_keys_of_the_settings_classes():
@@ -84,7 +85,7 @@ def test_every_default_has_the_type_the_schema_gives_and_validates(key, node, de
         st.Shape: "array",
     }[type(default)]
     assert expected in kinds or (expected == "integer" and "number" in kinds), (key, kinds)
-    assert node.get("description") or "description" in nc._resolve(SCHEMA_DATA, node), key
+    assert node.get("description") or "description" in schema_node(SCHEMA_DATA, node), key
 
 
 def test_an_empty_config_resolves_to_the_settings_defaults():

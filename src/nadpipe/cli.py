@@ -118,12 +118,13 @@ def cmd_nads(args) -> int:
     from functools import partial
 
     from .backend import Backend, DeviceError, setup
+    from .config.words import FLAGS, nad_problem
     from .convergence import verdict
     from .log import say
     from .models import KwargsError, ModelError, build, check_model
     from .nads import NadError, compute_nads
     from .provenance import source_digest
-    from .settings import FLAGS, ModelSpec, NadSettings, nad_problem
+    from .settings import ModelSpec, NadSettings
 
     settings = NadSettings(
         estimator=args.estimator, step=args.step, n_networks=args.n_networks,

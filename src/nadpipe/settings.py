@@ -8,8 +8,6 @@ only the defaults in which it differs, its training settings included.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, NamedTuple
 
@@ -92,74 +90,6 @@ class NadSettings:
 MAX_FULL_D = 4096
 MAX_SENSITIVITY_BYTES = 2**40  # the sensitivities of all networks, float64: 1 TiB at most
 MIN_NETWORKS = 22  # two halves of 11 networks: the split-half overlap at k = 10 needs rank 10
-
-
-@dataclass(frozen=True)
-class Words:
-    """How an interface names a NAD setting in its messages: the workflow by its config key,
-    the `nadpipe nads` command by its flag."""
-
-    key: Callable[[str], str]  # field -> a message's subject: "config key 'nads.top_k'"
-    name: Callable[[str], str]  # field -> its name in a sentence: "nads.top_k", "--top-k"
-    assign: Callable[[str, object], str]  # (field, value) -> "top_k: 256" or "--top-k 256"
-
-
-def _flag(field_name: str) -> str:
-    return "--" + field_name.replace("_", "-")
-
-
-FLAGS = Words(_flag, _flag, lambda f, v: f"{_flag(f)} {v}")
-
-
-def config_words(arch: str) -> Words:
-    """The words of the workflow for the NAD settings of architecture `arch`."""
-    return Words(
-        lambda f: f"config key 'architectures.{arch}.nads.{f}' (or nads.{f})",
-        lambda f: f"nads.{f}",
-        lambda f, v: f"{f}: {v}",
-    )
-
-
-def nad_problem(s: NadSettings, shape: Shape, words: Words, who: str = "the") -> str | None:
-    """Why NADs with settings `s` of inputs `shape` cannot be computed (in the interface's
-    `words`; `who` names whose inputs they are), or None: checked before any work."""
-    key = words.key
-    for name, low in (("n_networks", MIN_NETWORKS), ("n_points", 1), ("batch_size", 1)):
-        value = getattr(s, name)
-        if value < low:
-            why = " (the split-half diagnostic needs two halves of 11 networks)" * (
-                name == "n_networks"
-            )
-            return f"{key(name)}: {value} is less than the minimum of {low}{why}"
-    if s.networks_per_chunk < 1:
-        return f"{key('networks_per_chunk')}: {s.networks_per_chunk} is less than the minimum of 1"
-    if s.estimator == "dipole" and not (math.isfinite(s.step) and s.step > 0):
-        return f"{key('step')}: {s.step} is not a positive number (the dipole's step h)"
-    inputs = f"{who} inputs {shape} have {shape.d} coordinates"
-    if s.top_k is not None and s.top_k < 1:
-        return f"{key('top_k')}: {s.top_k} is less than the minimum of 1"
-    if s.top_k is not None and s.top_k > shape.d:
-        return f"{key('top_k')}: {s.top_k} is greater than the maximum of {shape.d} ({inputs})"
-    if s.top_k is None and shape.d > MAX_FULL_D:
-        return (
-            f"{key('top_k')}: {inputs}; above {MAX_FULL_D} the d x d covariance is not formed, "
-            f"so say how many NADs to compute (e.g. {words.assign('top_k', 256)})"
-        )
-    samples = s.n_networks * s.n_points
-    if samples * shape.d * 8 > MAX_SENSITIVITY_BYTES:
-        return (
-            f"{key('n_networks')}: {s.n_networks} networks x {s.n_points} point(s) x {shape.d} "
-            f"coordinates need {samples * shape.d * 8 / 2**30:.0f} GiB of sensitivities "
-            f"(float64), over the {MAX_SENSITIVITY_BYTES // 2**30} GiB nadpipe allows: lower "
-            f"{words.name('n_networks')}"
-        )
-    if s.top_k is not None and shape.d > MAX_FULL_D and s.top_k > samples - 1:
-        return (
-            f"{key('top_k')}: {s.top_k} NADs asked from {samples} sensitivity samples "
-            f"(rank at most {samples - 1}); raise {words.name('n_networks')} or lower "
-            f"{words.name('top_k')}"
-        )
-    return None
 
 
 @dataclass(frozen=True)
@@ -296,7 +226,8 @@ class Architecture:
     shape: Shape = DEFAULT_SHAPE  # input (C, H, W) of its NAD networks
     nads_from: str | None = None  # use another architecture's NADs
     nads_file: str | None = None  # read the NADs from a file (.npy/.npz/.pt, rows = NADs)
-    nads: dict[str, Any] = field(default_factory=dict)  # overrides of the `nads` block
+    # overrides of the `nads` block
+    nads: dict[str, Any] = field(default_factory=dict, metadata={"block": NadConfig})
 
 
 # -- the studies' blocks: what every study has, then what each has of its own ----------------
@@ -310,7 +241,10 @@ class StudySettings:
     group_seeds: bool = False  # train all seeds of a cell in one job (a batched ensemble)
     eval_batch_size: int = 2000  # samples per forward pass in evaluation
     train: TrainSettings = TrainSettings()
-    train_per_arch: dict[str, dict[str, Any]] = field(default_factory=dict)  # overrides
+    # per architecture, overrides of `train`
+    train_per_arch: dict[str, dict[str, Any]] = field(
+        default_factory=dict, metadata={"block": dict[str, TrainSettings]}
+    )
     # named protocols, one more axis of the grid: name -> overrides of the study's data keys
     # (eps, sigma, n_train, ...) and of `train`; none: the study's own settings, one protocol
     protocols: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -353,7 +287,8 @@ class CifarNadStudy(StudySettings):
     sigma_per_arch: dict[str, float] = field(default_factory=lambda: {"lenet": 1.0})
     train: TrainSettings = TrainSettings(epochs=40, lr_max=0.15, weight_decay=1e-5, grad_clip=None)
     train_per_arch: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {"mlp": {"epochs": 60}}
+        default_factory=lambda: {"mlp": {"epochs": 60}},
+        metadata={"block": dict[str, TrainSettings]},
     )
 
 
