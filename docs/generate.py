@@ -1,5 +1,6 @@
-"""Writes the documentation's generated pages: every config key (keys.md) and every bad input
-with what it says (bad-inputs.md), from the schema, nadpipe.settings and by running each input.
+"""Writes the documentation's generated pages: every config key (keys.md), every bad input
+with what it says (bad-inputs.md), from the schema, nadpipe.settings and by running each input,
+and every column of the result tables (summary.md, from nadpipe.row).
 
     python3 docs/generate.py          # rewrite the pages
     python3 docs/generate.py --check  # exit 1 when a page is not what it would write
@@ -268,7 +269,27 @@ def bad_inputs_page() -> str:
     )
 
 
-PAGES = {"keys.md": keys_page, "bad-inputs.md": bad_inputs_page}
+def summary_page() -> str:
+    """Every column of summary.parquet and runs.parquet (nadpipe.row), the settings' meanings
+    from the schema."""
+    from nadpipe import row
+    from nadpipe.config import key_rows
+    from nadpipe.studies import REGISTRY
+
+    meaning = {k: m for k, _, m in key_rows(SCHEMA)}
+    keys = {k.removeprefix("STUDY."): m for k, m in meaning.items()}
+    studies = {
+        name: (
+            dict(entry.variant.COLUMNS),
+            {k: meaning.get(f"{name}.{k}", "") for k in entry.data_keys
+             if k not in ("n_train", "n_test")},
+        )
+        for name, entry in REGISTRY.items()
+    }  # fmt: skip
+    return row.markdown(studies, keys)
+
+
+PAGES = {"keys.md": keys_page, "bad-inputs.md": bad_inputs_page, "summary.md": summary_page}
 
 
 def main(argv: list[str]) -> int:

@@ -48,13 +48,17 @@ def snakemake(
     return res
 
 
-def command(cwd: Path, line: str, check: bool = True) -> subprocess.CompletedProcess:
+def command(cwd: Path, line: str, check: bool = True, env=None) -> subprocess.CompletedProcess:
     """Run a command line a message told the user to run, exactly as written, from `cwd` (where
     the user ran the command that printed it)."""
     args = shlex.split(line)
     assert args[0] == "snakemake", line
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", *args[1:]], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-m", "snakemake", *args[1:]],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
     )
     if check and res.returncode != 0:
         raise AssertionError(f"{line} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
@@ -129,3 +133,17 @@ def relu_units_820f241(net: nn.Module, shape) -> int:
     for h in hooks:
         h.remove()
     return count
+
+
+def undeclared(df) -> list[str]:
+    """The columns of a study's summary.parquet or runs.parquet that nadpipe.row does not
+    declare (for that study: its variant's columns, its data settings)."""
+    from nadpipe import row
+    from nadpipe.studies import REGISTRY
+
+    entry = REGISTRY[str(df["study"].iloc[0])]
+    return [
+        c
+        for c in df.columns
+        if not row.declared(c, tuple(entry.variant.COLUMNS), tuple(entry.data_keys))
+    ]

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import planned, snakemake
+from helpers import planned, snakemake, undeclared
 from snakemake.utils import update_config
 
 from nadpipe import cifar
@@ -224,6 +224,9 @@ def test_the_three_studies_run_end_to_end_on_the_generated_cifar(studies):
     assert flip["accuracy"].between(0, 1).all() and len(flip) == 4
     runs = pd.read_parquet(studies / "results/cifar_nad/runs.parquet")
     assert len(runs) == 8 and (runs["train_seconds"] > 0).all()
+    # every column is declared in nadpipe.row (and so documented in docs/summary.md)
+    for table in (df, poison, flip, runs):
+        assert undeclared(table) == []
     for study, arch in (("cifar_nad", "mlp"), ("poison", "lenet"), ("flip", "lenet")):
         img = mpimg.imread(studies / f"results/{study}/plots/accuracy_{arch}.png")
         assert img.shape[1] > 400 and img.std() > 0.05

@@ -5,7 +5,7 @@ import pytest
 
 from nadpipe.data import fourier_direction
 from nadpipe.settings import Shape
-from nadpipe.signatures import low_frequency_share, signature_figure, signatures
+from nadpipe.signatures import LOW, low_frequency_share, signature_figure, signatures
 
 SHAPE = (1, 8, 8)
 
@@ -33,7 +33,7 @@ def test_pairwise_overlaps_and_the_figure(tmp_path):
     assert get["a", "same", 10] == pytest.approx(1.0) and get["same", "a", 50] == pytest.approx(1.0)
     assert get["a", "reversed", 10] == pytest.approx(0.0, abs=1e-12)  # disjoint first 10
     assert ("a", "other_size", 10) not in get.index  # no common space
-    assert set(df[df["arch_b"] == "fourier"]["arch_a"]) == set(bases)
+    assert set(df[df["arch_b"] == LOW]["arch_a"]) == set(bases)
     fig_path = tmp_path / "s.png"
     fig = signature_figure(df, str(fig_path))
     assert fig_path.stat().st_size > 10_000
@@ -46,8 +46,8 @@ def test_pairwise_overlaps_and_the_figure(tmp_path):
     # what random directions give, in the table and drawn on each bar (820f241: no chance line)
     chance = df.set_index(["arch_a", "arch_b", "k"])["chance"]
     assert chance["a", "same", 10] == pytest.approx(10 / 64)
-    assert chance["a", "fourier", 50] == pytest.approx(50 / 64)
-    assert chance["other_size", "fourier", 10] == pytest.approx(10 / 32)
+    assert chance["a", LOW, 50] == pytest.approx(50 / 64)
+    assert chance["other_size", LOW, 10] == pytest.approx(10 / 32)
     bars = next(a for a in fig.axes if a.get_ylabel().startswith("energy share"))
     (line,) = [c for c in bars.collections if c.get_label() == "random directions (chance)"]
     assert len(line.get_segments()) == len(bases)  # a mark on each k = 10 bar

@@ -20,12 +20,12 @@ import psutil
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import command, planned, snakemake, snakemake_command, suggested
+from helpers import command, planned, snakemake, snakemake_command, suggested, undeclared
 
 from nadpipe import config as nc
 from nadpipe import plots
 from nadpipe.grid import Plan
-from nadpipe.jobs import RUN_COLUMNS
+from nadpipe.row import RUN, names
 
 MICRO = {
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}, "lenet": {}},
@@ -74,8 +74,10 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     runs = pd.read_parquet(workdir / "results/nad_pairs/runs.parquet")
     assert len(runs) == 8 and (runs["train_seconds"] > 0).all() and (runs["eval_seconds"] > 0).all()
     assert "train_seconds" not in pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
-    assert set(runs["cuda_visible_devices"]) == {""} and (runs["host"] != "").all()
-    assert set(runs["slurm_job_id"]) == {os.environ.get("SLURM_JOB_ID", "")}
+    # a value that does not exist is null (0.4: "")
+    assert runs["cuda_visible_devices"].isna().all() and runs["host"].str.len().gt(0).all()
+    job = os.environ.get("SLURM_JOB_ID")
+    assert list(runs["slurm_job_id"].unique()) == [job]
     # ... and Snakemake's log file holds it too
     logs = (workdir / ".snakemake/log").glob("*.snakemake.log")
     assert any("nadpipe finished. Results:" in log.read_text() for log in logs)
@@ -126,6 +128,11 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
         source_hash()
     }
     assert df["torch_version"].str.len().gt(0).all()
+    # one declared row (nadpipe.row, docs/summary.md): every column; what does not exist is null
+    assert undeclared(df) == [] and undeclared(runs) == []
+    assert df["protocol"].isna().all() and df["nad_file"].isna().all()  # 0.4: ""
+    learned = df["outcome"] == "learned"
+    assert df.loc[learned, "outcome_reason"].isna().all() and df["diverged_epoch"].isna().all()
     # a collaborator can read every result: the mode of the umask (022), not mkstemp's 0600
     modes = {p: stat.S_IMODE(p.stat().st_mode) for p in (workdir / "results").rglob("*")}
     assert {m for p, m in modes.items() if p.is_file()} == {0o644}, modes
@@ -159,7 +166,7 @@ def test_the_same_config_gives_byte_identical_results_with_or_without_the_warm_w
         again, first = (pd.read_parquet(d / path) for d in (tmp_path, workdir))
         assert (again["train_seconds"] != first["train_seconds"]).all()  # really two runs
         pd.testing.assert_frame_equal(
-            again.drop(columns=RUN_COLUMNS), first.drop(columns=RUN_COLUMNS), check_exact=True
+            again.drop(columns=names(RUN)), first.drop(columns=names(RUN)), check_exact=True
         )
 
 

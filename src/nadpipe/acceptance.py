@@ -57,10 +57,13 @@ TRAIN = {"epochs": 2, "batch_size": 32}
 
 
 def micro_config(cifar_root: str) -> dict:
-    """The micro study: one cell of every study, every measure on, sizes a CPU runs in seconds
-    (on CIFAR-10-like files written by nadpipe.cifar.write_cifar10_like)."""
+    """The micro study: one cell of every study (its entry's `micro` block), every measure on,
+    sizes a CPU runs in seconds (on CIFAR-10-like files written by
+    nadpipe.cifar.write_cifar10_like)."""
+    from .studies import REGISTRY
+
     one = {"seeds": [0], "train": TRAIN}
-    return {
+    config = {
         "nads": {"n_networks": 24},
         "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [16]}}},
         "analysis": {
@@ -71,15 +74,11 @@ def micro_config(cifar_root: str) -> dict:
             "nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1023]]},
         },
         "cifar10": {"root": cifar_root, "verify_md5": False, "n_train": 96, "n_test": 48},
-        "nad_pairs": {"architectures": ["lenet", "mlp"], "indices": [0], **DATA, **one},
-        "single_direction": {"enabled": True, "architectures": ["lenet"], "indices": [3]}
-        | DATA
-        | one,
-        "fourier": {"enabled": True, "architectures": ["mlp"], "size": 1, **DATA, **one},
-        "cifar_nad": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
-        "poison": {"enabled": True, "architectures": ["lenet"], "indices": [0], **one},
-        "flip": {"enabled": True, "architectures": ["lenet"], **one},
     }
+    for name, entry in REGISTRY.items():
+        sizes = {k: v for k, v in DATA.items() if k in entry.data_keys}
+        config[name] = {"enabled": True, **entry.micro, **sizes, **one}
+    return config
 
 
 def _snakemake(root: Path, work: Path, device: str, *extra: str) -> tuple[float, Path]:
@@ -140,19 +139,24 @@ def _resume(work: Path, batched: bool) -> str:
     from .jobs import stackable
     from .runner.batches import ROOT, plan, write_manifests
     from .settings import ModelSpec, Shape, TrainSettings
-    from .studies import DataSpec
+    from .studies import REGISTRY, DataSpec
+
+    # a study whose data need neither NADs nor CIFAR-10: its first two cells, on 20 000 samples
+    name, entry = next((n, e) for n, e in REGISTRY.items() if not e.needs_nads | e.needs_cifar)
+    first, second = (v.path for v in entry.variants(entry.settings())[:2])
+    sizes = {"n_train": 20000, "n_test": 100}
 
     def job(variant: str) -> TrainJob:
         shape = Shape(1, 32, 32)
-        data = (DataSpec("fourier", variant, 0, shape, (("eps", 1.0), ("sigma", 1.0),
-                ("n_train", 20000), ("n_test", 100))),)  # fmt: skip
-        return TrainJob("fourier", "lenet", variant, (0,), ModelSpec("lenet", {}, shape, 2),
+        settings = tuple({**entry.data_settings(entry.settings(), "lenet"), **sizes}.items())
+        data = (DataSpec(name, variant, 0, shape, settings),)
+        return TrainJob(name, "lenet", variant, (0,), ModelSpec("lenet", {}, shape, 2),
                         TrainSettings(epochs=12, lr_max=0.05), data, None,
-                        ("lenet", "fourier", variant))  # fmt: skip
+                        ("lenet", name, variant))  # fmt: skip
 
     backend = Backend(device="cuda", deterministic=True, batch_cells=2 if batched else 1)
     env = {**os.environ, ENV: backend.to_env()}
-    cell = job("f0_0")
+    cell = job(first)
     results = {}
     for run in ("whole", "killed"):
         here = work / run
@@ -160,7 +164,7 @@ def _resume(work: Path, batched: bool) -> str:
         outs = [str(here / "m.pt")], [str(here / "m.json")]
         if batched:
             cells = [(cell, *(o[0] for o in outs)),
-                     (job("f1_1"), str(here / "s.pt"), str(here / "s.json"))]  # fmt: skip
+                     (job(second), str(here / "s.pt"), str(here / "s.json"))]  # fmt: skip
             write_manifests(cells, plan(cells, 2, stackable), root=str(here / ROOT))
         args = here / "args.pkl"
         args.write_bytes(pickle.dumps((cell, None, *outs)))

@@ -173,6 +173,7 @@ def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame
     return read_artifact(path, pd.read_parquet)
 
 
+STUDIES_ENV = "NADPIPE_STUDIES"  # modules that register studies of their own, comma-separated
 REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
 
 

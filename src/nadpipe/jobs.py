@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import models
+from . import models, row
 from .backend import Backend, facts, on_cpu, setup
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, at_chance, evaluate_conditions
@@ -44,9 +44,6 @@ from .settings import ModelSpec, plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import applied, can_stack, diverged_epoch, init_seed, per_model, stacks, train
 
-# per-model facts that differ from run to run: kept out of summary.parquet so that the same
-# config gives a byte-identical summary on CPU
-RUN_COLUMNS = ["train_seconds", "eval_seconds", "host", "slurm_job_id", "cuda_visible_devices"]
 # columns of the measures that describe the architecture or the setting, not the learned
 # function: they stand when the model did not learn
 NOT_MEASURES = {"relu_units", "margin_max"}
@@ -357,41 +354,47 @@ def evaluate_job(
         extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
     inner, protocol = split_protocol(job.variant)
     variant = entry.variant.parse(inner)
-    key = {
-        "study": job.study,
-        "arch": job.arch,
-        "variant": job.variant,
-        **variant.columns(),
-        "protocol": protocol,  # "" without named protocols
-        "seed": job.seed,
-    }
-    nad_columns = {}
-    if job.nads is not None:
-        nad_columns = {"nad_source": job.nads.arch, "nad_file": job.nads.file or ""}
-        nad_columns.update({f"nad_{k}": v for k, v in asdict(job.nads.settings).items()})
-    settings = {
-        "model": job.model.model,
-        **{k: v for k, v in dict(job.data.settings).items() if k not in ("n_train", "n_test")},
-        "n_train": len(splits["train"][0]),
-        "n_test": len(splits["test"][0]),
-        **run["train"],
-        **run.get("applied", {}),  # bf16, channels_last, compile as they ran, not as asked
-        **nad_columns,
-        "final_train_loss": run["history"][-1]["loss"],
-        "diverged": run["diverged"],
-        "diverged_epoch": run["diverged_epoch"] or 0,  # 0: did not diverge
-        "outcome": outcome,
-        "outcome_reason": why,
-        "device": run["device"],
-        "deterministic": run.get("deterministic", False),
-        "tf32": run.get("tf32", False),
-        "train_seconds": run["train_seconds"],
-        "eval_seconds": time.perf_counter() - start,
-        **{k: run.get(k, "") for k in ("host", "slurm_job_id", "cuda_visible_devices")},
-        **provenance(),
-        **extra,
-    }
-    df = pd.DataFrame([{**key, **r, **settings} for r in rows])
+    data = dict(job.data.settings)
+    nads = job.nads
+    df = pd.DataFrame(
+        row.model_rows(
+            key={"study": job.study, "arch": job.arch, "variant": job.variant,
+                 "protocol": protocol or None, "seed": job.seed},
+            variant=variant.columns(),
+            rows=rows,
+            settings={
+                "model": job.model.model,
+                "n_train": len(splits["train"][0]),
+                "n_test": len(splits["test"][0]),
+                "nad_source": None if nads is None else nads.arch,
+                "nad_file": None if nads is None else nads.file or None,
+            },
+            data={k: v for k, v in data.items() if k not in ("n_train", "n_test")},
+            train=run["train"],
+            nads={} if nads is None else {f"nad_{k}": v for k, v in asdict(nads.settings).items()},
+            outcome={
+                "final_train_loss": run["history"][-1]["loss"],
+                "diverged": run["diverged"],
+                "diverged_epoch": run["diverged_epoch"],  # None: did not diverge
+                "outcome": outcome,
+                "outcome_reason": why or None,
+            },
+            facts={
+                "device": run["device"],
+                "deterministic": run.get("deterministic", False),
+                "tf32": run.get("tf32", False),
+                **run.get("applied", {}),  # bf16, channels_last, compile as they ran
+            },
+            provenance=provenance(),
+            measures=extra,
+            run={
+                "train_seconds": run["train_seconds"],
+                "eval_seconds": time.perf_counter() - start,
+                **{k: run.get(k) or None for k in ("host", "slurm_job_id", "cuda_visible_devices")},
+            },
+        )
+    )  # fmt: skip
+
     atomic_write(table, partial(df.to_parquet, index=False))
 
     def write_arrays(tmp: str) -> None:
@@ -436,12 +439,10 @@ def _with_references(df: pd.DataFrame, references: dict, axis: list[int] | None)
         published.append((ref / 100).rename("reference_accuracy").reset_index().assign(arch=arch))
         for protocol, mine in refs.ours(df[df["arch"] == arch], study).items():
             a = refs.agreement(mine, ref)
-            stats.append({"arch": arch, "protocol": protocol,
+            stats.append({"arch": arch, "protocol": protocol or None,
                           **{f"reference_{k}": v for k, v in a.items()}})  # fmt: skip
             say(f"{arch} against {raw['file']}: {refs.line(protocol, a)}")
     df = df.merge(pd.concat(published), on=["arch", *keys], how="left")
-    if "protocol" not in df:
-        df["protocol"] = ""
     return df.merge(pd.DataFrame(stats), on=["arch", "protocol"], how="left")
 
 
@@ -463,11 +464,9 @@ def aggregate_job(
     if references:
         df = _with_references(df, references, axis)
     key = ["study", "arch", "variant", "seed"]
-    entry = REGISTRY[df["study"].iloc[0]]  # the variant's own key columns, in its order
-    inner = split_protocol(df["variant"].iloc[0])[0]
-    variant_columns = [c for c in ("protocol", *entry.variant.parse(inner).columns()) if c in df]
-    df = df.sort_values(["arch", *variant_columns, "seed", "split", "condition"], kind="stable")
-    timing = [c for c in RUN_COLUMNS if c in df]
+    variant = list(REGISTRY[df["study"].iloc[0]].variant.COLUMNS)  # the variant's key columns
+    df = df.sort_values(row.sort_columns(variant), kind="stable")
+    timing = [c for c in row.names(row.RUN) if c in df]
     per_model = df[key + timing].drop_duplicates(key).reset_index(drop=True)
     df = df.drop(columns=timing).reset_index(drop=True)
     atomic_write(summary, partial(df.to_parquet, index=False))

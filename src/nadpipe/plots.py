@@ -355,10 +355,10 @@ def _dv_title(df: pd.DataFrame) -> str:
 
 
 def _protocols(test: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(name, rows) per protocol, in the summary's order ("" alone without named ones)."""
-    if "protocol" not in test:
-        return [("", test)]
-    return [(p, test[test["protocol"] == p]) for p in dict.fromkeys(test["protocol"])]
+    """(name, rows) per protocol, in the summary's order ("" alone without named ones: the
+    column is null)."""
+    protocols = test["protocol"].fillna("")
+    return [(p, test[protocols == p]) for p in dict.fromkeys(protocols)]
 
 
 def _agreement(rows: pd.DataFrame) -> str:
@@ -586,10 +586,17 @@ FIGURES = {
 
 
 def draw(function: str, inputs: list[str], study: str, arch: str, output: str) -> None:
-    """Draw the figure `function` (named by the study's registry entry) for `arch`."""
+    """Draw the figure `function` (named by the study's registry entry: a function of this
+    module, or `module:function` for a study of its own) for `arch`."""
     if function == "cross_section_grid":
         sections = [dict(read_artifact(p, lambda q: dict(np.load(q)))) for p in inputs]
         cross_section_grid(sections, arch, output)
+        return
+    if function not in FIGURES:
+        import importlib
+
+        module, _, name = function.partition(":")
+        getattr(importlib.import_module(module), name)(load_parquet(inputs[0]), arch, output)
         return
     FIGURES[function](load_parquet(inputs[0]), arch, output)
 

@@ -30,10 +30,17 @@ KEYS = ("nadpipe_version", "nadpipe_source", "torch_version")
 
 @functools.cache
 def source_hash() -> str:
-    """sha256 (first 16 hex digits) of the library's Python files, by relative path and bytes."""
+    """sha256 (first 16 hex digits) of the library's Python files, by relative path and bytes,
+    and of the modules that register studies of their own (NADPIPE_STUDIES)."""
     h = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*.py")):
         h.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    from .io import STUDIES_ENV
+
+    for module in filter(None, os.environ.get(STUDIES_ENV, "").split(",")):
+        spec = importlib.util.find_spec(module.strip())
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            h.update(module.encode() + b"\0" + Path(spec.origin).read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 

@@ -176,11 +176,11 @@ def in_common(ref: pd.Series, cells, where: str) -> None:
 
 
 def ours(df: pd.DataFrame, study: str) -> dict[str, pd.Series]:
-    """Per protocol ("" without named ones), the mean test accuracy (%) over seeds of a study's
-    rows of one architecture, indexed like `read`'s, with every channel kept."""
+    """Per protocol ("" without named ones: the column is null), the mean test accuracy (%) over
+    seeds of a study's rows of one architecture, indexed like `read`'s, with every channel kept."""
     test = df[df["split"] == "test"]
     test = test[test["condition"] == test["condition"].iloc[0]]
-    protocols = test["protocol"] if "protocol" in test else pd.Series("", index=test.index)
+    protocols = test["protocol"].fillna("")
     return {
         p: part.groupby(keys(study))["accuracy"].mean() * 100
         for p, part in test.groupby(protocols, sort=False)

@@ -14,7 +14,7 @@ import os
 import pandas as pd
 
 from .io import load_parquet, save_text
-from .studies import REGISTRY, split_protocol
+from .studies import REGISTRY
 
 
 def _rst(text: object) -> str:
@@ -223,10 +223,11 @@ def summary_table(df: pd.DataFrame, output: str) -> None:
     several), as an HTML table."""
     test = df[df["split"] == "test"]
     study = test["study"].iloc[0]
-    inner = split_protocol(test["variant"].iloc[0])[0]
-    keys = ["arch", "protocol", *REGISTRY[study].variant.parse(inner).columns()]
-    keys = [k for k in keys if k in test]
-    stats = test.groupby([*keys, "condition"], sort=False)["accuracy"].agg(["mean", "min", "max"])
+    keys = ["arch", "protocol", *REGISTRY[study].variant.COLUMNS]
+    keys = [k for k in keys if k in test and test[k].notna().any()]  # protocol: null without
+    stats = test.groupby([*keys, "condition"], sort=False, dropna=False)["accuracy"].agg(
+        ["mean", "min", "max"]
+    )
 
     def cell(r) -> str:
         if not math.isfinite(r["mean"]):

@@ -19,6 +19,8 @@ import pandas as pd
 from .bases import subspace_overlap
 from .io import atomic_write
 
+LOW = "low_frequencies"  # arch_b of the rows that say how low-frequency arch_a's NADs are
+
 KS = (10, 50, 100)
 
 
@@ -48,7 +50,7 @@ def chance_share(shape: tuple[int, int, int], k: int) -> float:
 
 
 def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) -> pd.DataFrame:
-    """One row per (arch_a, arch_b, k): the overlap of their first k NADs (arch_b "fourier":
+    """One row per (arch_a, arch_b, k): the overlap of their first k NADs (arch_b LOW:
     the low-frequency share of arch_a's), and `chance`, what unrelated (random) directions
     give on average: k/d for an overlap."""
     rows = []
@@ -68,7 +70,7 @@ def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) ->
                 share = low_frequency_share(bases[a], shapes[a], k)
                 chance = chance_share(shapes[a], k)
                 rows.append(
-                    {"arch_a": a, "arch_b": "fourier", "k": k, "overlap": share, "chance": chance}
+                    {"arch_a": a, "arch_b": LOW, "k": k, "overlap": share, "chance": chance}
                 )
     return pd.DataFrame(rows, columns=["arch_a", "arch_b", "k", "overlap", "chance"])
 
@@ -82,7 +84,7 @@ def signature_figure(df: pd.DataFrame, output: str):
     from .plots import _save
 
     ks = sorted(df["k"].unique())
-    pairs = df[df["arch_b"] != "fourier"]
+    pairs = df[df["arch_b"] != LOW]
     archs = sorted(set(pairs["arch_a"]))
     fig, axes = plt.subplots(
         1, len(ks) + 1, figsize=(4.6 * (len(ks) + 1), 4.4), constrained_layout=True, squeeze=False
@@ -106,11 +108,11 @@ def signature_figure(df: pd.DataFrame, output: str):
         ax.set_title(f"overlap of the first {k} NADs")
     fig.colorbar(im, ax=list(axes[0][: len(ks)]), label="subspace overlap ‖UₖVₖᵀ‖²/k", shrink=0.8)
     ax = axes[0][-1]
-    fourier = df[df["arch_b"] == "fourier"]
+    low = df[df["arch_b"] == LOW]
     width = 0.8 / max(len(ks), 1)
-    names = sorted(fourier["arch_a"].unique())
+    names = sorted(low["arch_a"].unique())
     for n, k in enumerate(ks):
-        rows = fourier[fourier["k"] == k].set_index("arch_a").reindex(names)
+        rows = low[low["k"] == k].set_index("arch_a").reindex(names)
         x = np.arange(len(names)) + n * width
         ax.bar(x, rows["overlap"], width, label=f"first {k} NADs")
         # what k random directions give (about k/d; d differs between architectures)

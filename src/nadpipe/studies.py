@@ -11,11 +11,13 @@ new entry here and its figure in nadpipe.plots.
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .io import derive_seed, generator
+from .io import STUDIES_ENV, derive_seed, generator
 from .settings import (
     CifarData,
     CifarNadStudy,
@@ -44,6 +46,10 @@ class NadPair:
     i: int
     j: int
     PATTERN: ClassVar[str] = r"i\d+_j\d+"
+    COLUMNS: ClassVar[dict[str, str]] = {
+        "nad_i": "the NAD index of channel 1 (0: learned most easily)",
+        "nad_j": "the NAD index of channel 2",
+    }
 
     @property
     def path(self) -> str:
@@ -67,6 +73,7 @@ class NadIndex:
 
     k: int
     PATTERN: ClassVar[str] = r"k\d+"
+    COLUMNS: ClassVar[dict[str, str]] = {"nad_k": "the NAD index of the direction v"}
 
     @property
     def path(self) -> str:
@@ -89,6 +96,7 @@ class Poisoned:
 
     i: int
     PATTERN: ClassVar[str] = r"p\d+"
+    COLUMNS: ClassVar[dict[str, str]] = {"nad_i": "the poisoned NAD index i (carriers i, i + 1)"}
 
     @property
     def path(self) -> str:
@@ -112,6 +120,10 @@ class Frequency:
     a: int
     b: int
     PATTERN: ClassVar[str] = r"f-?\d+_-?\d+"
+    COLUMNS: ClassVar[dict[str, str]] = {
+        "freq_a": "the DFT frequency a (rows of the map)",
+        "freq_b": "the DFT frequency b (columns)",
+    }
 
     @property
     def path(self) -> str:
@@ -135,6 +147,9 @@ class Representation:
 
     name: str
     PATTERN: ClassVar[str] = r"original|flipped"
+    COLUMNS: ClassVar[dict[str, str]] = {
+        "representation": "`original` CIFAR-10, or `flipped` (in the reversed NAD basis)"
+    }
 
     @property
     def path(self) -> str:
@@ -173,7 +188,8 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure of a study, drawn per architecture by `nadpipe.plots.<function>`."""
+    """A figure of a study, drawn per architecture by `nadpipe.plots.<function>`, or by
+    `module:function` (a study of its own), as f(summary rows, arch, output png)."""
 
     function: str
     caption: str  # reStructuredText; {arch} is replaced
@@ -196,6 +212,11 @@ class Study:
     headline: ClassVar[str] = ""  # the figure on the report's first page ("": the first)
     about: ClassVar[str] = ""  # what the study is, in one sentence (the report's first page)
     reference_keys: ClassVar[tuple[str, ...]] = ()  # a published table's key columns, if any
+    # JSON schema of the block's own keys (beside `$defs/study`'s), for a study the schema
+    # file does not have (one registered by a module of its own: `register`)
+    schema: ClassVar[dict[str, Any]] = {}
+    # its smallest block that runs (one cell), for nadpipe.acceptance's micro study
+    micro: ClassVar[dict[str, Any]] = {}
 
     def variants(self, s: StudySettings) -> list:
         return [self.variant(k) for k in s.indices]
@@ -268,6 +289,7 @@ def _nad(vectors: torch.Tensor, k: int, shape: Shape) -> torch.Tensor:
 
 class NadPairs(Study):
     name = "nad_pairs"
+    micro = {"architectures": ["lenet", "mlp"], "indices": [0]}
     about = (
         "D(v1) ⊕ D(v2), where D(v) is a binary task along one direction v (x = ε·y·v "
         "+ w, label y = ±1, Gaussian noise w of std σ orthogonal to v) and ⊕ stacks a sample of "
@@ -389,6 +411,7 @@ class NadPairs(Study):
 
 class SingleDirection(Study):
     name = "single_direction"
+    micro = {"architectures": ["lenet"], "indices": [3]}
     reference_keys = ("nad_k",)
     about = "one D(NAD k) per model: how well each NAD is learned (NAD paper)"
 
@@ -419,6 +442,7 @@ class SingleDirection(Study):
 
 class Fourier(Study):
     name = "fourier"
+    micro = {"architectures": ["mlp"], "size": 1}
     reference_keys = ("freq_a", "freq_b")
     about = "one D(Fourier direction (a, b)) per model (NAD paper, Fig. 1)"
     settings = FourierStudy
@@ -476,6 +500,7 @@ def _cifar_shape(shape: Shape, channels: tuple[int, ...]) -> str | None:
 
 class CifarNad(Study):
     name = "cifar_nad"
+    micro = {"architectures": ["lenet"], "indices": [0]}
     about = (
         "binary CIFAR-10 ⊕ D(NAD k): does the model use the CIFAR image or the "
         "synthetic channel (underspecification paper, Sec. 4)"
@@ -483,6 +508,7 @@ class CifarNad(Study):
     settings = CifarNadStudy
     variant = NadIndex
     needs_cifar = True
+    data_keys = ("eps", "sigma")  # sigma per architecture (data_settings)
     measures = ("cifar_reliance",)
     figures = {
         "accuracy": Figure(
@@ -532,6 +558,7 @@ class CifarNad(Study):
 
 class Poison(Study):
     name = "poison"
+    micro = {"architectures": ["lenet"], "indices": [0]}
     about = "CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)"
     settings = PoisonStudy
     variant = Poisoned
@@ -570,6 +597,7 @@ class Poison(Study):
 
 class Flip(Study):
     name = "flip"
+    micro = {"architectures": ["lenet"]}
     about = "CIFAR-10 with each channel's NAD coefficients reversed (NAD paper)"
     settings = FlipStudy
     variant = Representation
@@ -624,6 +652,25 @@ NAD_BANDS = Figure(
 REGISTRY: dict[str, Study] = {
     s.name: s for s in (NadPairs(), CifarNad(), Poison(), Flip(), SingleDirection(), Fourier())
 }
+
+
+def register(entry: Study) -> Study:
+    """Add a study to the registry: everything nadpipe knows of a study is on its entry (its
+    settings, variant, data, conditions, measures, figures, what the report says, and
+    `schema`, its block's own keys). A module that calls this, named in NADPIPE_STUDIES, is
+    imported with nadpipe.studies in every process of a run (Snakemake's, the jobs')."""
+    if (
+        entry.name in REGISTRY
+        and type(REGISTRY[entry.name]).__qualname__ != type(entry).__qualname__
+    ):
+        raise ValueError(f"a study named {entry.name!r} is registered already")
+    REGISTRY[entry.name] = entry
+    return entry
+
+
+for _module in filter(None, os.environ.get(STUDIES_ENV, "").split(",")):
+    importlib.import_module(_module.strip())
+
 PROTOCOL_PATTERN = r"@[A-Za-z0-9_]{1,32}"  # a variant's protocol suffix (StudySettings.protocols)
 VARIANT_PATTERN = (
     "(?:" + "|".join(sorted({s.variant.PATTERN for s in REGISTRY.values()})) + ")"

@@ -1,0 +1,83 @@
+"""The result row declared once (nadpipe.row): the jobs cannot write an undeclared column, and
+the declaration is what docs/summary.md says. (Every column of a real study's summary is
+declared: tests/test_workflow.py, tests/test_cifar.py.)"""
+
+import re
+import sys
+
+import pytest
+from conftest import REPO
+
+from nadpipe import row
+from nadpipe.studies import REGISTRY
+
+
+def _rows(**change):
+    parts = dict(
+        key={"study": "s", "arch": "a", "variant": "i0_j1", "protocol": None, "seed": 0},
+        variant={"nad_i": 0, "nad_j": 1},
+        rows=[{"split": "test", "condition": "both", "accuracy": 0.5, "loss": 0.69}],
+        settings={"model": "mlp", "n_train": 10, "n_test": 10, "nad_source": None,
+                  "nad_file": None},
+        data={"eps1": 1.0},
+        train={"epochs": 1},
+        nads={"nad_step": 100.0},
+        outcome={"outcome": "learned", "outcome_reason": None},
+        facts={"device": "cpu"},
+        provenance={"torch_version": "2"},
+        measures={"reliance_deg": 12.0, "band_only_0_9": 0.9},
+        run={"host": "h", "slurm_job_id": None},
+    )  # fmt: skip
+    return row.model_rows(**{**parts, **change})
+
+
+def test_a_model_row_holds_every_group_in_key_order():
+    (r,) = _rows()
+    assert list(r)[:8] == ["study", "arch", "variant", "nad_i", "nad_j", "protocol", "seed",
+                           "split"]  # fmt: skip
+    assert r["reliance_deg"] == 12.0 and r["band_only_0_9"] == 0.9 and r["slurm_job_id"] is None
+
+
+@pytest.mark.parametrize(
+    "change, group",
+    [
+        ({"measures": {"reliance_angle": 1.0}}, "measures"),
+        ({"facts": {"gpu": "x"}}, "facts"),
+        ({"run": {"seconds": 1.0}}, "run"),
+        ({"train": {"epoch": 1}}, "train"),
+        ({"nads": {"step": 100.0}}, "nads"),
+        ({"rows": [{"split": "test", "condition": "both", "acc": 1.0}]}, "result"),
+    ],
+)
+def test_an_undeclared_column_is_refused_naming_its_group(change, group):
+    with pytest.raises(KeyError, match=rf"not declared in nadpipe.row's group '{group}'"):
+        _rows(**change)
+
+
+def test_docs_summary_md_lists_every_declared_column():
+    sys.path.insert(0, str(REPO / "docs"))
+    import generate
+
+    page = generate.summary_page()
+    assert (REPO / "docs/summary.md").read_text() == page  # generated, up to date
+    listed = {line.split("`")[1] for line in page.splitlines() if line.startswith("| `")}
+    fixed = {n for g in row.GROUPS for n in row.names(g)}
+    assert fixed <= listed
+    for entry in REGISTRY.values():
+        assert set(entry.variant.COLUMNS) <= listed
+        assert set(entry.data_keys) - {"n_train", "n_test"} <= listed
+    assert set(row.nad_columns()) <= listed
+    assert set(row.train_columns()) - set(row.names(row.FACTS)) <= listed
+    # every column has a meaning
+    for line in page.splitlines():
+        if line.startswith("| `"):
+            cells = re.split(r"(?<!\\)\|", line)  # a bar in a meaning is escaped
+            assert len(cells) == 5 and cells[3].strip(), line
+
+
+def test_every_variant_declares_the_columns_it_writes():
+    for entry in REGISTRY.values():
+        variant = entry.variant
+        sample = {"NadPair": "i0_j1", "NadIndex": "k3", "Poisoned": "p2", "Frequency": "f1_-2",
+                  "Representation": "flipped"}[variant.__name__]  # fmt: skip
+        assert list(variant.parse(sample).columns()) == list(variant.COLUMNS)

@@ -1,0 +1,149 @@
+"""The study registry is closed: a study defined only here, registered by its own module
+(NADPIPE_STUDIES), runs end to end through the real DAG (NADs, training, evaluation, the
+summary, its figure, the report) without a line of nadpipe changed. docs/pipeline.md's "Adding a
+study" is this test's recipe."""
+
+import os
+import re
+import sys
+import textwrap
+
+import matplotlib.image as mpimg
+import pandas as pd
+import yaml
+from conftest import REPO
+from helpers import command, snakemake, suggested, undeclared
+
+TOY = textwrap.dedent(
+    '''
+    """A study of its own: D(NAD k) with isotropic noise, x = eps * y * v + noise."""
+
+    from dataclasses import dataclass
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from nadpipe.io import generator
+    from nadpipe.settings import StudySettings, TrainSettings
+    from nadpipe.studies import Figure, NadIndex, Study, register
+
+
+    @dataclass(frozen=True)
+    class ToySettings(StudySettings):
+        indices: tuple[int, ...] = (0, 1)
+        eps: float = 1.0
+        n_train: int = 256
+        n_test: int = 256
+        train: TrainSettings = TrainSettings(epochs=3, lr_max=0.05)
+
+
+    def accuracy(df, arch, output):
+        test = df[(df["split"] == "test") & (df["arch"] == arch)]
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot(test["nad_k"], test["accuracy"], "o-")
+        ax.set(xlabel="NAD index k", ylabel="test accuracy", title=f"toy: {arch}")
+        fig.savefig(output, dpi=80)
+        plt.close(fig)
+
+
+    class Toy(Study):
+        name = "toy"
+        about = "a study that lives in one test: D(NAD k) with isotropic noise"
+        settings = ToySettings
+        variant = NadIndex
+        data_keys = ("eps", "n_train", "n_test")
+        schema = {
+            "indices": {"$ref": "#/$defs/index_list"},
+            "eps": {"$ref": "#/$defs/positive_number"},
+            "n_train": {"$ref": "#/$defs/positive_int"},
+            "n_test": {"$ref": "#/$defs/positive_int"},
+        }
+        figures = {"accuracy": Figure("toystudy:accuracy", "{arch}: test accuracy against k")}
+
+        def build(self, spec, vectors):
+            v = vectors[NadIndex.parse(spec.variant).k].reshape(spec.shape)
+            gen = generator("toy", spec.variant, spec.seed)
+
+            def split(n):
+                y = torch.arange(n) % 2
+                sign = (2 * y - 1).float().view(-1, *[1] * len(spec.shape))
+                noise = torch.randn(n, *spec.shape, generator=gen)
+                return spec.get("eps") * sign * v + noise, y
+
+            return {"train": split(spec.get("n_train")), "test": split(spec.get("n_test"))}
+
+        def findings(self, df):
+            test = df[df["split"] == "test"]
+            return [f"toy found mean test accuracy {test['accuracy'].mean():.2f}"]
+
+
+    register(Toy())
+    '''
+)
+
+
+def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
+    (tmp_path / "toystudy.py").write_text(TOY)
+    config = {
+        "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}},
+        "nads": {"n_networks": 24},
+        "nad_pairs": {"enabled": False},
+        "toy": {"enabled": True, "architectures": ["mlp"], "indices": [0, 3], "eps": 2.0},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    env = {
+        **os.environ,
+        "NADPIPE_STUDIES": "toystudy",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
+    }
+    res = snakemake(tmp_path, "--cores", "2", env=env)
+    out = res.stdout + res.stderr
+    # its findings, said at the end of the run
+    assert re.search(r"- toy: toy found mean test accuracy \d\.\d\d", out)
+    df = pd.read_parquet(tmp_path / "results/toy/summary.parquet")
+    assert set(df["nad_k"]) == {0, 3} and set(df["condition"]) == {"all"}
+    assert (df["eps"] == 2.0).all() and (df["n_train"] == 256).all() and (df["epochs"] == 3).all()
+    # margin 2 against unit noise: learned, well above chance on the test split
+    assert df.loc[df["split"] == "test", "accuracy"].min() > 0.9
+    assert undeclared(df) == []  # its rows are the declared row (nadpipe.row)
+    img = mpimg.imread(tmp_path / "results/toy/plots/accuracy_mlp.png")
+    assert img.shape[1] >= 300 and img.std() > 0.05
+    # the report, by the command the run printed: its figure and what the study is
+    said = re.search(r"The report \(figures, tables, the config that ran\): (.+)", out)[1]
+    assert said == suggested(tmp_path, "--report", "results/report.html")
+    res = command(tmp_path, said, env=env)
+    html = (tmp_path / "results/report.html").read_text(errors="replace")
+    assert "accuracy_mlp.png" in html and "summary_toy.html" in html
+    landing = (tmp_path / "results/report/landing.rst").read_text()
+    assert "D(NAD k) with isotropic noise" in landing
+    # a key the study does not have is refused naming the key, like a built-in study's
+    config["toy"]["epsilon"] = 1.0
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    bad = snakemake(tmp_path, "-n", "--cores", "1", env=env, check=False)
+    assert bad.returncode != 0 and "unknown key 'toy.epsilon' (did you mean 'eps'?)" in bad.stderr
+
+
+def test_no_module_outside_the_registry_names_a_study():
+    """Study names appear in the registry (studies.py, and the study blocks' defaults in
+    settings.py), the schema and the configs, never in the code that runs them."""
+    from nadpipe.studies import REGISTRY
+
+    names = "|".join(REGISTRY)
+    found = []
+    code = [
+        *sorted((REPO / "src/nadpipe").rglob("*.py")),
+        REPO / "Snakefile",
+        *sorted((REPO / "workflow").rglob("*.smk")),
+        *sorted((REPO / "workflow").rglob("*.py")),
+    ]
+    for path in code:  # fmt: skip
+        if path.name in ("studies.py", "settings.py"):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            text = line.split("#")[0]
+            if re.search(rf"[\"']({names})[\"']", text):
+                found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert found == []
