@@ -18,8 +18,9 @@ from nadpipe import config as nc
 from nadpipe.backend import ENV, Backend
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
-from nadpipe.jobs import stackable, train_job
+from nadpipe.jobs import train_job
 from nadpipe.runner import batches
+from nadpipe.train import stackable
 
 CONFIG = {
     "nad_pairs": {"enabled": False},

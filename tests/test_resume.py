@@ -19,10 +19,10 @@ import torch
 from nadpipe.backend import ENV, Backend
 from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
-from nadpipe.jobs import stackable
 from nadpipe.runner import batches
 from nadpipe.settings import ModelSpec, Shape, TrainSettings
 from nadpipe.studies import DataSpec
+from nadpipe.train import stackable
 
 JOB = """
 import pickle, sys

@@ -21,12 +21,11 @@ from torch import nn
 
 from nadpipe.acceptance import DATA
 from nadpipe.backend import Backend, accelerated
-from nadpipe.jobs import stackable
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
 from nadpipe.runner import batches
 from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
-from nadpipe.train import applied, can_stack, train
+from nadpipe.train import applied, can_stack, stackable, train
 
 STANDIN = Backend(device="standin", batch_cells=4)
 

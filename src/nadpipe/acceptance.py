@@ -136,10 +136,10 @@ def _resume(work: Path, batched: bool) -> str:
     from .backend import ENV, Backend
     from .grid import TrainJob
     from .io import load_json, load_torch
-    from .jobs import stackable
     from .runner.batches import ROOT, plan, write_manifests
     from .settings import ModelSpec, Shape, TrainSettings
     from .studies import REGISTRY, DataSpec
+    from .train import stackable
 
     # a study whose data need neither NADs nor CIFAR-10: its first two cells, on 20 000 samples
     name, entry = next((n, e) for n, e in REGISTRY.items() if not e.needs_nads | e.needs_cifar)

@@ -6,12 +6,11 @@ draw figures start without it (about 2 s on a 2-core machine).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,33 +185,3 @@ def run_facts() -> dict:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
     }
-
-
-@contextlib.contextmanager
-def job_log(
-    path: str | os.PathLike | None, threads: int | None = None, gpu: int = 0
-) -> Iterator[None]:
-    """Send stdout and stderr to a job's log file; set torch's CPU threads; with `gpu` > 0 hold
-    a GPU slot (nadpipe.runner.slots) for the job's lifetime."""
-    from .runner.slots import gpu_slot
-
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    slot = gpu_slot() if gpu else contextlib.nullcontext()
-    if path is None:
-        with slot:
-            yield
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", buffering=1) as log:
-        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            try:
-                with slot:
-                    yield
-            except BaseException:
-                import traceback
-
-                traceback.print_exc(file=log)
-                raise

@@ -4,9 +4,7 @@ workflow scripts are thin calls into these. A job loads, computes and writes."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import glob
-import json
 import os
 import time
 from dataclasses import asdict
@@ -40,9 +38,16 @@ from .nads import compute_nads, overlaps_line
 from .provenance import provenance
 from .runner import batches, slots
 from .runner.batches import Member
-from .settings import ModelSpec, plain, typed
+from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
-from .train import applied, can_stack, diverged_epoch, init_seed, per_model, stacks, train
+from .train import (
+    applied,
+    diverged_epoch,
+    init_seed,
+    stackable,
+    stacks,
+    train,
+)
 
 # columns of the measures that describe the architecture or the setting, not the learned
 # function: they stand when the model did not learn
@@ -199,23 +204,6 @@ def train_job(
         how = f"on {where[0]}"  # as a cell trained alone always said
     ends = "; ".join(_outcome_line(load_json(r)) for r in record_outs)
     return f"train {name}: {ends} ({how})"
-
-
-def stackable(job: TrainJob) -> bool:
-    """Whether the cell's model can train in a batch of cells (nadpipe.train.can_stack, and
-    neither channels-last nor compile asked for): a probe of the architecture, on the CPU."""
-    if per_model(job.train):
-        return False
-    return _stackable_model(json.dumps(plain(job.model), sort_keys=True))
-
-
-@functools.cache
-def _stackable_model(spec: str) -> bool:
-    """`can_stack` of a model spec (its JSON): probed once per process, not once per cell (the
-    main process plans every cell's batch)."""
-    model = typed(ModelSpec, json.loads(spec))
-    with on_cpu():
-        return can_stack(models.build(model), torch.zeros(2, *model.shape))
 
 
 def _outcome_line(record: dict) -> str:
@@ -390,7 +378,7 @@ def evaluate_job(
             run={
                 "train_seconds": run["train_seconds"],
                 "eval_seconds": time.perf_counter() - start,
-                **{k: run.get(k) or None for k in ("host", "slurm_job_id", "cuda_visible_devices")},
+                **{k: run.get(k) or None for k in run_facts()},  # as the training recorded
             },
         )
     )  # fmt: skip

@@ -13,7 +13,7 @@ LOG = logging.getLogger("nadpipe")
 
 class _CurrentStderr(logging.StreamHandler):
     """Writes to whatever sys.stderr is when a record is emitted: a job's log file while
-    `job_log` holds it, the terminal otherwise."""
+    `runner.worker.job_log` holds it, the terminal otherwise."""
 
     @property
     def stream(self):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import json
 import math
 import os
 import time
@@ -25,10 +27,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .backend import accelerated, cuda_rng_state, set_cuda_rng_state
+from .backend import accelerated, cuda_rng_state, on_cpu, set_cuda_rng_state
 from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 from .log import progress_bar, say
-from .settings import TrainSettings
+from .models import build
+from .settings import ModelSpec, TrainSettings, plain, typed
 
 
 class TrainingDiverged(RuntimeError):
@@ -398,3 +401,21 @@ def train_one(
 ) -> list[dict]:
     """Train one model on `x` (n, C, H, W), `y` (n,) with batch order seeded by `seed`."""
     return train([net], x[None], y[None], settings, [seed], checkpoint, None, progress)[0]
+
+
+def stackable(job) -> bool:
+    """Whether a train job's (grid.TrainJob) model can train in a batch of cells (`can_stack`,
+    and neither channels-last nor compile asked for): a probe of the architecture, on the CPU."""
+
+    if per_model(job.train):
+        return False
+    return _stackable_model(json.dumps(plain(job.model), sort_keys=True))
+
+
+@functools.cache
+def _stackable_model(spec: str) -> bool:
+    """`can_stack` of a model spec (its JSON): probed once per process, not once per cell (the
+    main process plans every cell's batch)."""
+    model = typed(ModelSpec, json.loads(spec))
+    with on_cpu():
+        return can_stack(build(model), torch.zeros(2, *model.shape))

@@ -1,7 +1,7 @@
 """Download CIFAR-10 with torchvision (only when cifar10.download is on)."""
 
 from nadpipe.cifar import download_cifar10
-from nadpipe.io import job_log
+from nadpipe.runner.worker import job_log
 
 with job_log(snakemake.log[0]):
     download_cifar10(snakemake.params.root)

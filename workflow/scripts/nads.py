@@ -1,8 +1,8 @@
 """NADs of one architecture (computed, or read from architectures.NAME.nads_file)."""
 
-from nadpipe.io import job_log
 from nadpipe.jobs import nads_job
 from nadpipe.log import say
+from nadpipe.runner.worker import job_log
 
 sm = snakemake
 with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):

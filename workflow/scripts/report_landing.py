@@ -1,7 +1,7 @@
 """The report's landing page: what ran and the headline numbers of this run."""
 
-from nadpipe.io import job_log
 from nadpipe.report import landing_page
+from nadpipe.runner.worker import job_log
 
 sm = snakemake
 with job_log(sm.log[0]):

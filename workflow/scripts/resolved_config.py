@@ -2,8 +2,9 @@
 
 import yaml
 
-from nadpipe.io import job_log, save_text
+from nadpipe.io import save_text
 from nadpipe.report import config_page
+from nadpipe.runner.worker import job_log
 
 with job_log(snakemake.log[0]):
     text = yaml.safe_dump(snakemake.params.config, sort_keys=False)

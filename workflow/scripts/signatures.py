@@ -1,6 +1,6 @@
 """Architecture signatures: how the NADs of every pair of architectures overlap."""
 
-from nadpipe.io import job_log
+from nadpipe.runner.worker import job_log
 from nadpipe.signatures import signatures_job
 
 sm = snakemake

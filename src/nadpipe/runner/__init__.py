@@ -75,7 +75,7 @@ class Run:
         )
         self.chunks: dict[str, batches.Chunk] = {}
         if batch > 1:
-            from ..jobs import stackable
+            from ..train import stackable
 
             self.chunks = batches.plan(plan.train_cells(), batch, stackable)
         os.environ[slots.SLOTS_ENV] = ",".join(self.slots)

@@ -28,7 +28,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 ENV = "NADPIPE_WORKER"  # "<socket path>:<pid of the Snakemake process that owns it>"
@@ -56,6 +57,36 @@ def _exactly(conn: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+@contextlib.contextmanager
+def job_log(
+    path: str | os.PathLike | None, threads: int | None = None, gpu: int = 0
+) -> Iterator[None]:
+    """Send stdout and stderr to a job's log file; set torch's CPU threads; with `gpu` > 0 hold
+    a GPU slot (nadpipe.runner.slots) for the job's lifetime."""
+    from .slots import gpu_slot
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    slot = gpu_slot() if gpu else contextlib.nullcontext()
+    if path is None:
+        with slot:
+            yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", buffering=1) as log:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                with slot:
+                    yield
+            except BaseException:
+                import traceback
+
+                traceback.print_exc(file=log)
+                raise
+
+
 def resolve(target: str) -> Callable:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -63,7 +94,6 @@ def resolve(target: str) -> Callable:
 
 def run_here(target: str, args: tuple, kwargs: dict, log: str | None, threads: int, gpu: int):
     """Run `target(*args, **kwargs)` in this process, under the job's log."""
-    from ..io import job_log
 
     with job_log(log, threads, gpu):
         return resolve(target)(*args, **kwargs)
