@@ -400,6 +400,7 @@ def cmd_config(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .estimators import ESTIMATORS, described
     from .settings import NadSettings, Shape
 
     d = NadSettings()
@@ -450,11 +451,9 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--estimator",
-        choices=("dipole", "gradient"),
+        choices=tuple(ESTIMATORS),
         default=d.estimator,
-        help="dipole: the NAD paper's central difference with step h (default; the published "
-        "NADs); gradient: the input gradient at x0 by autograd: cheaper, but another object, "
-        "not the published NADs (the step-0 limit of the dipole)",
+        help=f"{described()} (default {d.estimator})",
     )
     c.add_argument("--step", type=_finite, default=d.step, help=f"dipole step h (default {d.step})")
     c.add_argument(

@@ -7,7 +7,8 @@ Two estimators of the sensitivity:
   (f(x0 + h e_k) - f(x0 - h e_k)) / 2h with a large step h (default 100), the response to a
   "discriminative dipole", nearly independent of x0. The published NADs rest on it.
 - "gradient": the input gradient at x0 by autograd: the dipole's step-0 limit, another object
-  than the published NADs (told once per process, `_warn_gradient`).
+  than the published NADs (told once per process, `_warn_unpublished`).
+What each estimates, and which settings only it reads: nadpipe.estimators.
 
 Network k is a real module built under its own seed, exactly as PyTorch initialises it (a custom
 initialisation included), whichever path evaluates it. The covariance is centred over networks
@@ -33,6 +34,7 @@ from .backend import accelerated, born_on, cuda_rng_state, set_cuda_rng_state
 from .convergence import verdict
 from .data import Shape
 from .dipole import WindowedDipole
+from .estimators import ESTIMATORS
 from .io import derive_seed, generator
 from .log import debug, progress_bar, say, warn
 from .models import call_builder, takes_arguments
@@ -406,8 +408,8 @@ def compute_nads(
     convergence verdict (nadpipe.convergence; a warning when not converged), `advice` saying
     what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
     whose figure job says it)."""
-    if settings.estimator == "gradient":
-        _warn_gradient()
+    if not ESTIMATORS[settings.estimator].published:
+        _warn_unpublished(settings.estimator)
     if takes_arguments(build):  # a builder as the workflow's: (in_channels, num_classes, ...)
         build = partial(call_builder, build, shape, 1, {}, getattr(build, "__name__", "build"))
     g = sample_sensitivities(build, settings, shape, device, progress, together)
@@ -448,17 +450,17 @@ def compute_nads(
     return art
 
 
-_GRADIENT_TOLD = []
+_UNPUBLISHED_TOLD: list[str] = []
 
 
-def _warn_gradient() -> None:
-    """Say once per process that the gradient estimator does not estimate the published NADs."""
-    if not _GRADIENT_TOLD:
-        _GRADIENT_TOLD.append(True)
+def _warn_unpublished(name: str) -> None:
+    """Say once per process that an estimator does not estimate the published NADs."""
+    if name not in _UNPUBLISHED_TOLD:
+        _UNPUBLISHED_TOLD.append(name)
         warn(
-            "NADs with the gradient estimator: the input gradient at x0, the dipole's step-0 "
-            "limit, not the published NADs (those rest on the step-100 dipole, the default); "
-            "compare them with published NADs only knowing that"
+            f"NADs with the {name} estimator are not the published NADs ({ESTIMATORS[name].about}"
+            "; those rest on the step-100 dipole, the default): compare them with published "
+            "NADs only knowing that"
         )
 
 

@@ -13,6 +13,7 @@ import os
 
 import pandas as pd
 
+from .estimators import ESTIMATORS
 from .io import load_parquet, save_text
 from .studies import REGISTRY
 
@@ -124,7 +125,7 @@ def _nad_line(path: str, min_overlap: float) -> str:
     _, said = verdict(s, min_overlap, f"raise nads.n_networks (now {st['n_networks']})")
     return (
         f"{s['arch']}: {st['n_networks']} random networks, {st['estimator']} estimator"
-        + (f" (step {st['step']})" if st["estimator"] == "dipole" else "")
+        + (f" (step {st['step']})" if "step" in ESTIMATORS[st["estimator"]].reads else "")
         + f", inputs {'x'.join(map(str, s['shape']))}; {said}"
     )
 

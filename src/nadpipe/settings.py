@@ -70,7 +70,7 @@ class ModelSpec:
 class NadSettings:
     """How the NADs of an architecture are computed."""
 
-    estimator: str = "dipole"  # "dipole": (f(x0 + h e_k) - f(x0 - h e_k)) / 2h; "gradient"
+    estimator: str = "dipole"  # a name of nadpipe.estimators.ESTIMATORS
     step: float = 100.0  # h of the dipole (large on purpose: the published NADs use 100)
     n_networks: int = 10000  # random initialisations, as the NAD paper's scripts
     n_points: int = 1  # evaluation points x0 ~ N(0, I); the covariance is pooled over them
@@ -81,8 +81,12 @@ class NadSettings:
     top_k: int | None = None  # how many NADs to keep (None: all d); > 4096 inputs need it
 
     def __post_init__(self) -> None:
-        if self.estimator not in ("dipole", "gradient"):
-            raise ValueError(f"estimator must be 'dipole' or 'gradient', got {self.estimator!r}")
+        from .estimators import ESTIMATORS
+
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(
+                f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}"
+            )
 
 
 # above this many coordinates the d x d covariance is not formed: NADs come from the Gram

@@ -8,6 +8,7 @@ import difflib
 from pathlib import Path
 
 from .. import settings as st
+from ..estimators import ESTIMATORS
 from ..settings import REGISTRY_NAMES, StudySettings
 from ..studies import REGISTRY
 from .build import Config
@@ -257,15 +258,14 @@ def _ignored_nad_settings(cfg: Config, used: set[str], raw_nads: dict) -> list[s
     sources = {cfg.nad_source(a) for a in used if not cfg.arch(cfg.nad_source(a)).nads_file}
     for src in sorted(sources):
         nc = cfg.nad_config(src)
-        if nc.estimator != "gradient":
-            continue
         given = {**raw_nads, **cfg.arch(src).nads}
-        for key in ("step", "windowed"):
-            if key in given:
-                out.append(
-                    f"config key 'nads.{key}' has no effect on {src}: its estimator is "
-                    "'gradient' (the key is the dipole's)"
-                )
+        for name, other in ESTIMATORS.items():
+            for key in other.reads:
+                if key in given and key not in ESTIMATORS[nc.estimator].reads:
+                    out.append(
+                        f"config key 'nads.{key}' has no effect on {src}: its estimator is "
+                        f"'{nc.estimator}' (the key is the {name}'s)"
+                    )
     return out
 
 

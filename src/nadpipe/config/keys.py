@@ -11,7 +11,7 @@ import yaml
 
 from .. import settings as st
 from ..settings import Architecture, StudySettings
-from .schema import STUDY_SETTINGS
+from .schema import STUDY_SETTINGS, load_schema
 
 
 def _resolve(schema: dict, node: dict) -> dict:
@@ -63,7 +63,7 @@ def reference_table(schema_path: str | Path) -> str:
 
 def key_rows(schema_path: str | Path) -> list[tuple[str, str, str]]:
     """(key, default, meaning) of every config key, as the key table lists them."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_schema(schema_path)
     props = schema["properties"]
     rows = [("results", "`results`, or `results-NAME` with `--configfile NAME.yaml`",
              _describe(schema, props["results"]))]  # fmt: skip

@@ -15,7 +15,8 @@ import jsonschema
 import yaml
 
 from .. import settings as st
-from ..settings import Architecture
+from ..estimators import ESTIMATORS, described
+from ..settings import REGISTRY_NAMES, Architecture
 from ..studies import REGISTRY
 
 STUDY_SETTINGS = {name: entry.settings for name, entry in REGISTRY.items()}  # the study blocks
@@ -199,6 +200,12 @@ def load_schema(schema_path: str | Path) -> dict:
     """The config schema: the file's, and a block for each study registered by a module of its
     own (its entry's `schema` beside `$defs/study`)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    estimator = schema["$defs"]["nad_settings"]["properties"]["estimator"]
+    estimator["enum"] = list(ESTIMATORS)  # with what each estimates, from their registry
+    estimator["description"] = " ".join(estimator["description"].split()) + f" {described()}."
+    archs = schema["properties"]["architectures"]
+    said = " ".join(archs["description"].split()).split(" (their names are added")[0]
+    archs["description"] = f"{said}: {', '.join(REGISTRY_NAMES)}."
     for name, entry in REGISTRY.items():
         if name not in schema["properties"]:
             schema["properties"][name] = {

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..estimators import ESTIMATORS
 from ..settings import MAX_FULL_D, MAX_SENSITIVITY_BYTES, MIN_NETWORKS, NadSettings, Shape
 
 
@@ -49,8 +50,8 @@ def nad_problem(s: NadSettings, shape: Shape, words: Words, who: str = "the") ->
             return f"{key(name)}: {value} is less than the minimum of {low}{why}"
     if s.networks_per_chunk < 1:
         return f"{key('networks_per_chunk')}: {s.networks_per_chunk} is less than the minimum of 1"
-    if s.estimator == "dipole" and not (math.isfinite(s.step) and s.step > 0):
-        return f"{key('step')}: {s.step} is not a positive number (the dipole's step h)"
+    if "step" in ESTIMATORS[s.estimator].reads and not (math.isfinite(s.step) and s.step > 0):
+        return f"{key('step')}: {s.step} is not a positive number (the {s.estimator}'s step h)"
     inputs = f"{who} inputs {shape} have {shape.d} coordinates"
     if s.top_k is not None and s.top_k < 1:
         return f"{key('top_k')}: {s.top_k} is less than the minimum of 1"
