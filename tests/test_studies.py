@@ -12,7 +12,9 @@ import matplotlib.image as mpimg
 import pandas as pd
 import yaml
 from conftest import REPO
-from helpers import command, snakemake, suggested, undeclared
+from helpers import command, snakemake, suggested
+
+from nadpipe import row
 
 TOY = textwrap.dedent(
     '''
@@ -35,9 +37,9 @@ TOY = textwrap.dedent(
     class ToySettings(StudySettings):
         indices: tuple[int, ...] = (0, 1)
         eps: float = 1.0
-        n_train: int = 256
+        n_train: int = 512
         n_test: int = 256
-        train: TrainSettings = TrainSettings(epochs=3, lr_max=0.05)
+        train: TrainSettings = TrainSettings(epochs=10)
 
 
     def accuracy(df, arch, output):
@@ -91,7 +93,7 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
         "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}},
         "nads": {"n_networks": 24},
         "nad_pairs": {"enabled": False},
-        "toy": {"enabled": True, "architectures": ["mlp"], "indices": [0, 3], "eps": 2.0},
+        "toy": {"enabled": True, "architectures": ["mlp"], "indices": [0, 3], "eps": 4.0},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     env = {
@@ -105,10 +107,11 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     assert re.search(r"- toy: toy found mean test accuracy \d\.\d\d", out)
     df = pd.read_parquet(tmp_path / "results/toy/summary.parquet")
     assert set(df["nad_k"]) == {0, 3} and set(df["condition"]) == {"all"}
-    assert (df["eps"] == 2.0).all() and (df["n_train"] == 256).all() and (df["epochs"] == 3).all()
-    # margin 2 against unit noise: learned, well above chance on the test split
+    assert (df["eps"] == 4.0).all() and (df["n_train"] == 512).all() and (df["epochs"] == 10).all()
+    # margin 4 against unit noise: learned, well above chance on the test split
     assert df.loc[df["split"] == "test", "accuracy"].min() > 0.9
-    assert undeclared(df) == []  # its rows are the declared row (nadpipe.row)
+    # its rows are the declared row (nadpipe.row), with its variant's and data's columns
+    assert [c for c in df if not row.declared(c, ("nad_k",), ("eps", "n_train"))] == []
     img = mpimg.imread(tmp_path / "results/toy/plots/accuracy_mlp.png")
     assert img.shape[1] >= 300 and img.std() > 0.05
     # the report, by the command the run printed: its figure and what the study is
@@ -123,7 +126,8 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     config["toy"]["epsilon"] = 1.0
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     bad = snakemake(tmp_path, "-n", "--cores", "1", env=env, check=False)
-    assert bad.returncode != 0 and "unknown key 'toy.epsilon' (did you mean 'eps'?)" in bad.stderr
+    said = bad.stdout + bad.stderr
+    assert bad.returncode != 0 and "unknown key 'toy.epsilon' (did you mean 'eps'?)" in said, said
 
 
 def test_no_module_outside_the_registry_names_a_study():

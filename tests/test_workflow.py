@@ -26,6 +26,7 @@ from nadpipe import config as nc
 from nadpipe import plots
 from nadpipe.grid import Plan
 from nadpipe.row import RUN, names
+from nadpipe.signatures import LOW
 
 MICRO = {
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [64]}}, "lenet": {}},
@@ -220,7 +221,7 @@ def test_figures_and_report(run):
     assert img.shape[0] > 600 and img.std() > 0.05
     assert np.load(workdir / "results/nads/lenet.npy").shape == (1024, 1024)
     signatures = pd.read_parquet(workdir / "results/signatures/overlaps.parquet")
-    assert set(signatures["arch_b"]) == {"mlp", "lenet", "fourier"}
+    assert set(signatures["arch_b"]) == {"mlp", "lenet", LOW}
     used = yaml.safe_load((workdir / "results/config.yaml").read_text())
     assert used["nad_pairs"]["n_train"] == 2000 and used["nads"]["step"] == 100.0  # default filled
     # the architectures that ran, each with its model (b879b52: config entries, used or not)

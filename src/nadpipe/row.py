@@ -136,7 +136,10 @@ MEASURES = Group(
         Column("transitions_random", "count per ellipse", "pairs: the same, random ellipses"),
         Column("relu_units", "count", "pairs: ReLU units the transitions count over"),
         Column("v_vs_cifar_reliance_deg", "degrees", "`cifar_nad`: angle between the input "
-               "gradient along v and its norm on the CIFAR channels"),
+               "gradient along v and its norm on the CIFAR channels (0: uses only v)"),
+        Column("v_vs_cifar_grad_along_v", "logit per input unit", "`cifar_nad`: mean |∇f·u|"),
+        Column("v_vs_cifar_grad_on_channels", "logit per input unit", "`cifar_nad`: mean norm "
+               "of ∇f on the CIFAR channels"),
         Column("band_without_A_B", FRACTION, "with `analysis.nad_bands`: test accuracy with "
                "the components along NADs A…B removed (family: one per band)"),
         Column("band_only_A_B", FRACTION, "the same with only NADs A…B kept"),
