@@ -78,6 +78,6 @@ def test_docs_summary_md_lists_every_declared_column():
 def test_every_variant_declares_the_columns_it_writes():
     for entry in REGISTRY.values():
         variant = entry.variant
-        sample = {"NadPair": "i0_j1", "NadIndex": "k3", "Poisoned": "p2", "Frequency": "f1_-2",
+        sample = {"IndexPair": "i0_j1", "NadIndex": "k3", "Poisoned": "p2", "Frequency": "f1_-2",
                   "Representation": "flipped"}[variant.__name__]  # fmt: skip
         assert list(variant.parse(sample).columns()) == list(variant.COLUMNS)

@@ -15,24 +15,24 @@ from itertools import product
 
 from .config import Config
 from .io import file_sha256
+from .paths import (  # noqa: F401 -- the path templates, as grid.NAME too
+    CONFIG,
+    CONFIG_PAGE,
+    EVAL,
+    FIGURE,
+    LANDING,
+    MODEL,
+    NAD,
+    NAD_FIGURE,
+    RUNS,
+    SIGNATURE_FIGURE,
+    SIGNATURES,
+    SUMMARY,
+    SUMMARY_TABLE,
+)  # fmt: skip
 from .provenance import source_digest
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
 from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure, split_protocol, with_protocol
-
-# every path under the run's results folder, {root} (Plan.root: nadpipe.config.results_root)
-NAD = "{root}/nads/{arch}"
-MODEL = "{root}/{study}/models/{arch}/{variant}_s{seed}"
-EVAL = "{root}/{study}/eval/{arch}/{variant}_s{seed}"
-SUMMARY = "{root}/{study}/summary.parquet"
-RUNS = "{root}/{study}/runs.parquet"
-FIGURE = "{root}/{study}/plots/{figure}_{arch}.png"
-NAD_FIGURE = "{root}/nads/plots/nads_{arch}.png"
-SIGNATURES = "{root}/signatures/overlaps.parquet"
-SIGNATURE_FIGURE = "{root}/signatures/signatures.png"
-CONFIG = "{root}/config.yaml"
-CONFIG_PAGE = "{root}/report/config.html"
-LANDING = "{root}/report/landing.rst"
-SUMMARY_TABLE = "{root}/report/summary_{study}.html"
 
 
 @dataclass(frozen=True)

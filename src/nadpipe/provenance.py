@@ -22,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import __version__
+from .paths import EVAL, MODEL, NAD, pattern
 from .settings import REGISTRY_NAMES
 
 PACKAGE = Path(__file__).resolve().parent
@@ -67,9 +68,9 @@ def provenance() -> dict[str, str]:
 MAX_NAMED = 20  # stale results named one by one in the command that recomputes them
 # rule of each artifact kind that carries provenance, and where it lies under results/
 ARTIFACTS = {
-    "nads": "nads/*.json",
-    "train": "*/models/*/*.json",
-    "evaluate": "*/eval/*/*.parquet",
+    "nads": pattern(NAD) + ".json",
+    "train": pattern(MODEL) + ".json",
+    "evaluate": pattern(EVAL) + ".parquet",
 }
 
 
@@ -92,8 +93,8 @@ def stale(results: str = "results") -> dict[str, list[str]]:
     nadpipe made them), as paths like the rules' own (results/...)."""
     now = source_hash()
     out: dict[str, list[str]] = defaultdict(list)
-    for rule, pattern in ARTIFACTS.items():
-        for path in sorted(glob.glob(os.path.join(glob.escape(results), pattern))):
+    for rule, files in ARTIFACTS.items():
+        for path in sorted(glob.glob(os.path.join(glob.escape(results), files))):
             if _source_of(path) != now:
                 out[rule].append(path)
     return dict(out)

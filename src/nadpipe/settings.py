@@ -2,7 +2,7 @@
 
 The config loader (nadpipe.config) fills every key a config leaves out from these classes, the
 `nadpipe` command uses them as its defaults, and a test proves that the JSON schema, these
-classes and the README's table of keys agree. Each study's block (e.g. `PairStudy`) restates
+classes and the README's table of keys agree. Each study's block (e.g. `NadPairsSettings`) restates
 only the defaults in which it differs, its training settings included.
 """
 
@@ -266,7 +266,7 @@ class StudySettings:
 
 
 @dataclass(frozen=True)
-class PairStudy(StudySettings):
+class NadPairsSettings(StudySettings):
     """D(v1) (+) D(v2), v1 = NAD i and v2 = NAD j (underspecification paper, Sec. 3)."""
 
     enabled: bool = True
@@ -281,7 +281,7 @@ class PairStudy(StudySettings):
 
 
 @dataclass(frozen=True)
-class CifarNadStudy(StudySettings):
+class CifarNadSettings(StudySettings):
     """Binary CIFAR-10 (+) D(NAD k) (underspecification paper, Sec. 4; App. A.2)."""
 
     architectures: tuple[str, ...] = ("mlp", "lenet", "resnet18")
@@ -297,7 +297,7 @@ class CifarNadStudy(StudySettings):
 
 
 @dataclass(frozen=True)
-class PoisonStudy(StudySettings):
+class PoisonSettings(StudySettings):
     """CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)."""
 
     architectures: tuple[str, ...] = ("resnet18",)
@@ -307,7 +307,7 @@ class PoisonStudy(StudySettings):
 
 
 @dataclass(frozen=True)
-class FlipStudy(StudySettings):
+class FlipSettings(StudySettings):
     """CIFAR-10 with each channel's NAD coefficients reversed, against the original."""
 
     architectures: tuple[str, ...] = ("lenet", "resnet18")
@@ -335,7 +335,7 @@ class Reference:
 
 
 @dataclass(frozen=True)
-class SingleDirectionStudy(StudySettings):
+class SingleDirectionSettings(StudySettings):
     """One D(NAD k) per model, k over the NAD index (NAD paper)."""
 
     architectures: tuple[str, ...] = ("lenet", "lenet_nopool")
@@ -349,7 +349,7 @@ class SingleDirectionStudy(StudySettings):
 
 
 @dataclass(frozen=True)
-class FourierStudy(StudySettings):
+class FourierSettings(StudySettings):
     """One D(Fourier direction (a, b)) per model (NAD paper, Fig. 1)."""
 
     architectures: tuple[str, ...] = ("lenet", "lenet_nopool")

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .io import STUDIES_ENV, derive_seed, generator
 from .settings import (
     CifarData,
-    CifarNadStudy,
-    FlipStudy,
-    FourierStudy,
-    PairStudy,
-    PoisonStudy,
+    CifarNadSettings,
+    FlipSettings,
+    FourierSettings,
+    NadPairsSettings,
+    PoisonSettings,
     Shape,
-    SingleDirectionStudy,
+    SingleDirectionSettings,
     StudySettings,
 )
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the data are built in the jobs; the DAG is planned without 
 
 
 @dataclass(frozen=True)
-class NadPair:
+class IndexPair:
     """Channel block 1 ~ D(NAD i), block 2 ~ D(NAD j)."""
 
     i: int
@@ -62,7 +62,7 @@ class NadPair:
         return (self.i, self.j)
 
     @classmethod
-    def parse(cls, path: str) -> NadPair:
+    def parse(cls, path: str) -> IndexPair:
         i, j = re.fullmatch(r"i(\d+)_j(\d+)", path).groups()
         return cls(int(i), int(j))
 
@@ -307,7 +307,7 @@ class NadPairs(Study):
     def describe_grid(self, s: dict) -> str:
         return f"{super().describe_grid(s)}, every pair (i, j)"
 
-    def check_analysis(self, s: PairStudy, analysis) -> str | None:
+    def check_analysis(self, s: NadPairsSettings, analysis) -> str | None:
         """analysis.cross_section.pairs must be cells of the grid."""
         indices = set(s.indices)
         for k, (i, j) in enumerate(analysis.cross_section.pairs or ()):
@@ -318,8 +318,8 @@ class NadPairs(Study):
                 )
         return None
 
-    settings = PairStudy
-    variant = NadPair
+    settings = NadPairsSettings
+    variant = IndexPair
     data_keys = ("eps1", "eps2", "sigma", "n_train", "n_test")
     measures = ("geometry",)
     figures = {
@@ -363,8 +363,8 @@ class NadPairs(Study):
         ),
     }
 
-    def variants(self, s: PairStudy) -> list[NadPair]:
-        return [NadPair(i, j) for i in s.indices for j in s.indices]
+    def variants(self, s: NadPairsSettings) -> list[IndexPair]:
+        return [IndexPair(i, j) for i in s.indices for j in s.indices]
 
     def input_shape(self, shape: Shape) -> Shape:
         return Shape(2 * shape.c, shape.h, shape.w)
@@ -377,13 +377,13 @@ class NadPairs(Study):
             "ch2_only": tuple(range(c, 2 * c)),  # channel 1 zeroed
         }
 
-    def stream(self, variant: NadPair) -> tuple:
+    def stream(self, variant: IndexPair) -> tuple:
         return (variant.i, variant.j)
 
     def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
         from .data import pair_splits
 
-        v = NadPair.parse(spec.variant)
+        v = IndexPair.parse(spec.variant)
         gen = generator("pair-data", derive_seed("pair", v.i, v.j, spec.seed))
         return pair_splits(
             _nad(vectors, v.i, spec.shape),
@@ -399,7 +399,7 @@ class NadPairs(Study):
     def directions(self, spec: DataSpec, vectors: torch.Tensor) -> dict:
         import torch
 
-        v = NadPair.parse(spec.variant)
+        v = IndexPair.parse(spec.variant)
         zero = _zeros(spec.shape)
         return {
             "u1": torch.cat([_nad(vectors, v.i, spec.shape), zero]),  # v1 (+) 0
@@ -420,7 +420,7 @@ class SingleDirection(Study):
 
         return rank_findings(df, "nad_k")
 
-    settings = SingleDirectionStudy
+    settings = SingleDirectionSettings
     variant = NadIndex
     data_keys = ("eps", "sigma", "n_train", "n_test")
     figures = {
@@ -445,7 +445,7 @@ class Fourier(Study):
     micro = {"architectures": ["mlp"], "size": 1}
     reference_keys = ("freq_a", "freq_b")
     about = "one D(Fourier direction (a, b)) per model (NAD paper, Fig. 1)"
-    settings = FourierStudy
+    settings = FourierSettings
     variant = Frequency
     data_keys = ("eps", "sigma", "n_train", "n_test")
     needs_nads = False
@@ -459,7 +459,7 @@ class Fourier(Study):
         )
     }
 
-    def check_settings(self, s: FourierStudy, shape: Shape, arch: str) -> str | None:
+    def check_settings(self, s: FourierSettings, shape: Shape, arch: str) -> str | None:
         top = min(shape.size)
         if s.size > top:
             return (
@@ -469,7 +469,7 @@ class Fourier(Study):
             )
         return None
 
-    def variants(self, s: FourierStudy) -> list[Frequency]:
+    def variants(self, s: FourierSettings) -> list[Frequency]:
         axis = self.reference_axis(s)
         return [Frequency(a, b) for a in axis for b in axis]
 
@@ -477,7 +477,7 @@ class Fourier(Study):
         what = "a, b = 0…size−1" if s["layout"] == "grid" else "the zero frequency centred"
         return f"{s['size']} x {s['size']} frequencies ({what})"
 
-    def reference_axis(self, s: FourierStudy) -> list[int]:
+    def reference_axis(self, s: FourierSettings) -> list[int]:
         """The frequencies along a and b."""
         lo = 0 if s.layout == "grid" else -(s.size // 2)
         return list(range(lo, lo + s.size))
@@ -505,7 +505,7 @@ class CifarNad(Study):
         "binary CIFAR-10 ⊕ D(NAD k): does the model use the CIFAR image or the "
         "synthetic channel (underspecification paper, Sec. 4)"
     )
-    settings = CifarNadStudy
+    settings = CifarNadSettings
     variant = NadIndex
     needs_cifar = True
     data_keys = ("eps", "sigma")  # sigma per architecture (data_settings)
@@ -521,7 +521,7 @@ class CifarNad(Study):
         )
     }
 
-    def data_settings(self, s: CifarNadStudy, arch: str) -> dict:
+    def data_settings(self, s: CifarNadSettings, arch: str) -> dict:
         return {"eps": s.eps, "sigma": s.sigma_per_arch.get(arch, s.sigma)}
 
     def input_shape(self, shape: Shape) -> Shape:
@@ -560,7 +560,7 @@ class Poison(Study):
     name = "poison"
     micro = {"architectures": ["lenet"], "indices": [0]}
     about = "CIFAR-10 whose training images carry a class code along NADs i, i+1 (NAD paper)"
-    settings = PoisonStudy
+    settings = PoisonSettings
     variant = Poisoned
     data_keys = ("eps",)
     classes = 10
@@ -599,7 +599,7 @@ class Flip(Study):
     name = "flip"
     micro = {"architectures": ["lenet"]}
     about = "CIFAR-10 with each channel's NAD coefficients reversed (NAD paper)"
-    settings = FlipStudy
+    settings = FlipSettings
     variant = Representation
     classes = 10
     needs_cifar = True
@@ -615,7 +615,7 @@ class Flip(Study):
     def describe_grid(self, s: dict) -> str:
         return "the original and the flipped images"
 
-    def variants(self, s: FlipStudy) -> list[Representation]:
+    def variants(self, s: FlipSettings) -> list[Representation]:
         return [Representation("original"), Representation("flipped")]
 
     def input_shape(self, shape: Shape) -> Shape:

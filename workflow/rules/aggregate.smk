@@ -10,8 +10,8 @@ rule aggregate:
         evaluations=evaluations_of,
         references=lambda w: PLAN.reference_files(w.study),
     output:
-        summary=f"{R}/{{study}}/summary.parquet",
-        runs=f"{R}/{{study}}/runs.parquet",
+        summary=path(ng.SUMMARY),
+        runs=path(ng.RUNS),
     log:
         "logs/{study}/aggregate.log",
     conda:
@@ -25,10 +25,10 @@ rule aggregate:
 
 rule report_summary:
     input:
-        f"{R}/{{study}}/summary.parquet",
+        path(ng.SUMMARY),
     output:
         report(
-            f"{R}/report/summary_{{study}}.html",
+            path(ng.SUMMARY_TABLE),
             caption="../report/summary_table.rst",
             category="{study}",
             subcategory="summary",
@@ -44,9 +44,9 @@ rule report_summary:
 
 rule resolved_config:
     output:
-        yaml=f"{R}/config.yaml",
+        yaml=path(ng.CONFIG),
         page=report(
-            f"{R}/report/config.html",
+            path(ng.CONFIG_PAGE),
             caption="../report/config.rst",
             category="Configuration",
             labels={"architecture": "all", "figure": "config"},
@@ -63,11 +63,11 @@ rule resolved_config:
 
 rule report_landing:
     input:
-        summaries=expand(f"{R}/{{study}}/summary.parquet", study=CFG.enabled()),
-        nads=expand(f"{R}/nads/{{arch}}.json", arch=PLAN.nad_architectures()),
+        summaries=expand(path(ng.SUMMARY), study=CFG.enabled()),
+        nads=expand(path(ng.NAD) + ".json", arch=PLAN.nad_architectures()),
         figures=PLAN.headline_figures(),
     output:
-        f"{R}/report/landing.rst",
+        path(ng.LANDING),
     log:
         "logs/report_landing.log",
     conda:

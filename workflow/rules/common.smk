@@ -7,6 +7,7 @@ from pathlib import Path
 from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
+from nadpipe.paths import rule_path
 from nadpipe.runner import Run
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, VARIANT_PATTERN
@@ -22,6 +23,12 @@ PLAN = ng.Plan(CFG, R)
 # the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
 # slot pool, the cells trained together); it starts with the jobs (the Snakefile's onstart)
 RUN = Run(workflow, CFG, PLAN, R, WARNINGS)
+
+
+def path(template, **fixed):
+    """A path of nadpipe.paths under this run's results folder, its other fields wildcards."""
+    return rule_path(template, R, **fixed)
+
 
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
 # script installs nadpipe from this checkout.

@@ -2,11 +2,11 @@ rule evaluate:
     input:
         nads=nads_of,
         cifar=cifar_of,
-        model=f"{R}/{{study}}/models/{{arch}}/{{variant}}_s{{seed}}.pt",
-        record=f"{R}/{{study}}/models/{{arch}}/{{variant}}_s{{seed}}.json",
+        model=path(ng.MODEL) + ".pt",
+        record=path(ng.MODEL) + ".json",
     output:
-        table=f"{R}/{{study}}/eval/{{arch}}/{{variant}}_s{{seed}}.parquet",
-        arrays=f"{R}/{{study}}/eval/{{arch}}/{{variant}}_s{{seed}}.npz",
+        table=path(ng.EVAL) + ".parquet",
+        arrays=path(ng.EVAL) + ".npz",
     log:
         "logs/{study}/evaluate/{arch}/{variant}_s{seed}.log",
     conda:

@@ -2,9 +2,9 @@ rule nads:
     input:
         nads_file=lambda w: PLAN.nad_job(w.arch).file or [],
     output:
-        artifact=f"{R}/nads/{{arch}}.pt",
-        npy=f"{R}/nads/{{arch}}.npy",
-        summary=f"{R}/nads/{{arch}}.json",
+        artifact=path(ng.NAD) + ".pt",
+        npy=path(ng.NAD) + ".npy",
+        summary=path(ng.NAD) + ".json",
     log:
         "logs/nads/{arch}.log",
     benchmark:
@@ -22,10 +22,10 @@ rule nads:
 
 rule plot_nads:
     input:
-        f"{R}/nads/{{arch}}.pt",
+        path(ng.NAD) + ".pt",
     output:
         report(
-            f"{R}/nads/plots/nads_{{arch}}.png",
+            path(ng.NAD_FIGURE),
             caption="../report/nads.rst",
             category="NADs",
             subcategory="per architecture",
@@ -43,11 +43,11 @@ rule plot_nads:
 
 rule signatures:
     input:
-        expand(f"{R}/nads/{{arch}}.npy", arch=PLAN.nad_architectures()),
+        expand(path(ng.NAD) + ".npy", arch=PLAN.nad_architectures()),
     output:
-        table=f"{R}/signatures/overlaps.parquet",
+        table=path(ng.SIGNATURES),
         figure=report(
-            f"{R}/signatures/signatures.png",
+            path(ng.SIGNATURE_FIGURE),
             caption="../report/signatures.rst",
             category="NADs",
             subcategory="signatures",

@@ -3,7 +3,7 @@ rule plot:
         figure_inputs,
     output:
         report(
-            f"{R}/{{study}}/plots/{{figure}}_{{arch}}.png",
+            path(ng.FIGURE),
             caption="../report/figure.rst",
             category="{study}",
             subcategory="{figure}",

@@ -6,8 +6,8 @@ rule train:
         cifar=cifar_of,
         leader=batch_leader,
     output:
-        model=[f"{R}/{{study}}/models/{{arch}}/{{variant}}_s{{seed}}.pt"],
-        record=[f"{R}/{{study}}/models/{{arch}}/{{variant}}_s{{seed}}.json"],
+        model=[path(ng.MODEL) + ".pt"],
+        record=[path(ng.MODEL) + ".json"],
     log:
         "logs/{study}/train/{arch}/{variant}_s{seed}.log",
     wildcard_constraints:
@@ -33,12 +33,12 @@ for grouped in PLAN.grouped():
             cifar=PLAN.cifar_files(grouped),
         output:
             model=expand(
-                f"{R}/{grouped}/models/{{arch}}/{{variant}}_s{{seed}}.pt",
+                path(ng.MODEL, study=grouped) + ".pt",
                 seed=CFG.studies[grouped].seeds,
                 allow_missing=True,
             ),
             record=expand(
-                f"{R}/{grouped}/models/{{arch}}/{{variant}}_s{{seed}}.json",
+                path(ng.MODEL, study=grouped) + ".json",
                 seed=CFG.studies[grouped].seeds,
                 allow_missing=True,
             ),

@@ -1,0 +1,37 @@
+"""Every path under a run's results folder, `{root}` (nadpipe.config.results_root), as one
+template each: the plan fills them (grid.Plan.at), the rules take them with their wildcards
+(`rule_path`), and the provenance check globs them (`pattern`). Torch-free."""
+
+from __future__ import annotations
+
+import re
+
+# every path under the run's results folder, {root} (Plan.root: nadpipe.config.results_root)
+NAD = "{root}/nads/{arch}"
+MODEL = "{root}/{study}/models/{arch}/{variant}_s{seed}"
+EVAL = "{root}/{study}/eval/{arch}/{variant}_s{seed}"
+SUMMARY = "{root}/{study}/summary.parquet"
+RUNS = "{root}/{study}/runs.parquet"
+FIGURE = "{root}/{study}/plots/{figure}_{arch}.png"
+NAD_FIGURE = "{root}/nads/plots/nads_{arch}.png"
+SIGNATURES = "{root}/signatures/overlaps.parquet"
+SIGNATURE_FIGURE = "{root}/signatures/signatures.png"
+CONFIG = "{root}/config.yaml"
+CONFIG_PAGE = "{root}/report/config.html"
+LANDING = "{root}/report/landing.rst"
+SUMMARY_TABLE = "{root}/report/summary_{study}.html"
+
+
+def rule_path(template: str, root: str, **fixed: str) -> str:
+    """`template` under `root` with the `fixed` fields filled in and the others left as
+    Snakemake wildcards: rule_path(MODEL, "results", study="toy") ->
+    "results/toy/models/{arch}/{variant}_s{seed}"."""
+    out = template.replace("{root}", root)
+    for name, value in fixed.items():
+        out = out.replace("{" + name + "}", value)
+    return out
+
+
+def pattern(template: str) -> str:
+    """A glob of every file `template` names, relative to the results folder."""
+    return re.sub(r"\{[a-z_]+\}", "*", template.removeprefix("{root}/"))
