@@ -24,7 +24,7 @@ ESTIMATORS = {
     ),
     "gradient": Estimator(
         "the input gradient at x0 by autograd: cheaper, but another object, the dipole's "
-        "step-0 limit, whose NADs are not the published ones",
+        "step-0 limit, not the published NADs",
     ),
 }
 

@@ -458,9 +458,8 @@ def _warn_unpublished(name: str) -> None:
     if name not in _UNPUBLISHED_TOLD:
         _UNPUBLISHED_TOLD.append(name)
         warn(
-            f"NADs with the {name} estimator are not the published NADs ({ESTIMATORS[name].about}"
-            "; those rest on the step-100 dipole, the default): compare them with published "
-            "NADs only knowing that"
+            f"NADs with the {name} estimator: {ESTIMATORS[name].about}. The published NADs rest "
+            "on the step-100 dipole (the default): compare these with them only knowing that"
         )
 
 
