@@ -20,7 +20,7 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 
 
-report: os.path.abspath(path(ng.LANDING))  # the first page, made by report_landing
+report: os.path.abspath(path(npath.LANDING))  # the first page, made by report_landing
 
 
 include: "workflow/rules/nads.smk"

@@ -15,7 +15,7 @@ from itertools import product
 
 from .config import Config
 from .io import file_sha256
-from .paths import (  # noqa: F401 -- the path templates, as grid.NAME too
+from .paths import (
     CONFIG,
     CONFIG_PAGE,
     EVAL,

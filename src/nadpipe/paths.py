@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-# every path under the run's results folder, {root} (Plan.root: nadpipe.config.results_root)
 NAD = "{root}/nads/{arch}"
 MODEL = "{root}/{study}/models/{arch}/{variant}_s{seed}"
 EVAL = "{root}/{study}/eval/{arch}/{variant}_s{seed}"

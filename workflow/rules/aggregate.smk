@@ -10,8 +10,8 @@ rule aggregate:
         evaluations=evaluations_of,
         references=lambda w: PLAN.reference_files(w.study),
     output:
-        summary=path(ng.SUMMARY),
-        runs=path(ng.RUNS),
+        summary=path(npath.SUMMARY),
+        runs=path(npath.RUNS),
     log:
         "logs/{study}/aggregate.log",
     conda:
@@ -25,10 +25,10 @@ rule aggregate:
 
 rule report_summary:
     input:
-        path(ng.SUMMARY),
+        path(npath.SUMMARY),
     output:
         report(
-            path(ng.SUMMARY_TABLE),
+            path(npath.SUMMARY_TABLE),
             caption="../report/summary_table.rst",
             category="{study}",
             subcategory="summary",
@@ -44,9 +44,9 @@ rule report_summary:
 
 rule resolved_config:
     output:
-        yaml=path(ng.CONFIG),
+        yaml=path(npath.CONFIG),
         page=report(
-            path(ng.CONFIG_PAGE),
+            path(npath.CONFIG_PAGE),
             caption="../report/config.rst",
             category="Configuration",
             labels={"architecture": "all", "figure": "config"},
@@ -63,11 +63,11 @@ rule resolved_config:
 
 rule report_landing:
     input:
-        summaries=expand(path(ng.SUMMARY), study=CFG.enabled()),
-        nads=expand(path(ng.NAD) + ".json", arch=PLAN.nad_architectures()),
+        summaries=expand(path(npath.SUMMARY), study=CFG.enabled()),
+        nads=expand(path(npath.NAD) + ".json", arch=PLAN.nad_architectures()),
         figures=PLAN.headline_figures(),
     output:
-        path(ng.LANDING),
+        path(npath.LANDING),
     log:
         "logs/report_landing.log",
     conda:

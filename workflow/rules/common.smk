@@ -7,7 +7,7 @@ from pathlib import Path
 from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
-from nadpipe.paths import rule_path
+from nadpipe import paths as npath
 from nadpipe.runner import Run
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, VARIANT_PATTERN
@@ -27,7 +27,7 @@ RUN = Run(workflow, CFG, PLAN, R, WARNINGS)
 
 def path(template, **fixed):
     """A path of nadpipe.paths under this run's results folder, its other fields wildcards."""
-    return rule_path(template, R, **fixed)
+    return npath.rule_path(template, R, **fixed)
 
 
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
@@ -47,7 +47,7 @@ def _cell(w):
     """(train job, model, record) of a one-seed train job's wildcards, and its chunk."""
     cell = ng.Cell(w.study, w.arch, w.variant, int(w.seed))
     job = PLAN.train_job(w.study, w.arch, w.variant, (cell.seed,))
-    model = cell.path(ng.MODEL, R)
+    model = cell.path(npath.MODEL, R)
     return (job, model + ".pt", model + ".json"), RUN.chunks.get(model + ".pt")
 
 

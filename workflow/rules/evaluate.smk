@@ -2,11 +2,11 @@ rule evaluate:
     input:
         nads=nads_of,
         cifar=cifar_of,
-        model=path(ng.MODEL) + ".pt",
-        record=path(ng.MODEL) + ".json",
+        model=path(npath.MODEL) + ".pt",
+        record=path(npath.MODEL) + ".json",
     output:
-        table=path(ng.EVAL) + ".parquet",
-        arrays=path(ng.EVAL) + ".npz",
+        table=path(npath.EVAL) + ".parquet",
+        arrays=path(npath.EVAL) + ".npz",
     log:
         "logs/{study}/evaluate/{arch}/{variant}_s{seed}.log",
     conda:

@@ -2,9 +2,9 @@ rule nads:
     input:
         nads_file=lambda w: PLAN.nad_job(w.arch).file or [],
     output:
-        artifact=path(ng.NAD) + ".pt",
-        npy=path(ng.NAD) + ".npy",
-        summary=path(ng.NAD) + ".json",
+        artifact=path(npath.NAD) + ".pt",
+        npy=path(npath.NAD) + ".npy",
+        summary=path(npath.NAD) + ".json",
     log:
         "logs/nads/{arch}.log",
     benchmark:
@@ -22,10 +22,10 @@ rule nads:
 
 rule plot_nads:
     input:
-        path(ng.NAD) + ".pt",
+        path(npath.NAD) + ".pt",
     output:
         report(
-            path(ng.NAD_FIGURE),
+            path(npath.NAD_FIGURE),
             caption="../report/nads.rst",
             category="NADs",
             subcategory="per architecture",
@@ -43,11 +43,11 @@ rule plot_nads:
 
 rule signatures:
     input:
-        expand(path(ng.NAD) + ".npy", arch=PLAN.nad_architectures()),
+        expand(path(npath.NAD) + ".npy", arch=PLAN.nad_architectures()),
     output:
-        table=path(ng.SIGNATURES),
+        table=path(npath.SIGNATURES),
         figure=report(
-            path(ng.SIGNATURE_FIGURE),
+            path(npath.SIGNATURE_FIGURE),
             caption="../report/signatures.rst",
             category="NADs",
             subcategory="signatures",

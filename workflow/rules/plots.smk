@@ -3,7 +3,7 @@ rule plot:
         figure_inputs,
     output:
         report(
-            path(ng.FIGURE),
+            path(npath.FIGURE),
             caption="../report/figure.rst",
             category="{study}",
             subcategory="{figure}",

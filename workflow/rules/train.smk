@@ -6,8 +6,8 @@ rule train:
         cifar=cifar_of,
         leader=batch_leader,
     output:
-        model=[path(ng.MODEL) + ".pt"],
-        record=[path(ng.MODEL) + ".json"],
+        model=[path(npath.MODEL) + ".pt"],
+        record=[path(npath.MODEL) + ".json"],
     log:
         "logs/{study}/train/{arch}/{variant}_s{seed}.log",
     wildcard_constraints:
@@ -33,12 +33,12 @@ for grouped in PLAN.grouped():
             cifar=PLAN.cifar_files(grouped),
         output:
             model=expand(
-                path(ng.MODEL, study=grouped) + ".pt",
+                path(npath.MODEL, study=grouped) + ".pt",
                 seed=CFG.studies[grouped].seeds,
                 allow_missing=True,
             ),
             record=expand(
-                path(ng.MODEL, study=grouped) + ".json",
+                path(npath.MODEL, study=grouped) + ".json",
                 seed=CFG.studies[grouped].seeds,
                 allow_missing=True,
             ),
