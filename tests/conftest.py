@@ -1,10 +1,18 @@
 """Shared test fixtures; everything is CPU-sized and seeded."""
 
+import os
 from pathlib import Path
 
-import matplotlib
-import pytest
-import torch
+# Two test processes share two cores, and each runs torch's threads, so do the Snakemake jobs
+# they start (the environment is inherited). OpenMP threads that spin while they wait for work
+# (libgomp's default) burn the core the other process needs: passive waiting took the model
+# tests from 90 s to 34-49 s of wall time and 169 to 60-71 CPU-seconds (docs/tests.md). Set
+# before torch loads libgomp, which reads it once; it changes no result, only how threads idle.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import matplotlib  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 matplotlib.use("Agg")
 torch.set_num_threads(2)
