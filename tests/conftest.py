@@ -7,9 +7,9 @@ from pathlib import Path
 # while they wait for work (libgomp's default) burn the core the other process needs: passive
 # waiting took the model tests from 90 s to 34-49 s of wall time and 169 to 60-71 CPU-seconds
 # (docs/tests.md). libgomp reads the setting once, when torch loads it; it changes no result,
-# only how threads idle. It is taken out of the environment again: the Snakemake jobs the
-# tests start give each job its own cores, where spinning pays (the whole suite with passive
-# jobs took 17.1 minutes, against 14.8 without).
+# only how threads idle. It is put back after: the Snakemake jobs the tests start give each job
+# its own cores (whole suite the same day: 17.9 minutes before, 17.4 with this, 17.1 with the
+# jobs passive too: within the day's spread, so the jobs keep torch's default).
 OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
