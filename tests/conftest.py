@@ -6,23 +6,23 @@ from pathlib import Path
 # Two test processes share two cores, and each runs torch's threads. OpenMP threads that spin
 # while they wait for work (libgomp's default) burn the core the other process needs: passive
 # waiting took the model tests from 90 s to 34-49 s of wall time and 169 to 60-71 CPU-seconds
-# (docs/tests.md). libgomp reads the setting once, when torch loads it; it changes no result,
-# only how threads idle. It is put back after: the Snakemake jobs the tests start give each job
-# its own cores (whole suite the same day: 17.9 minutes before, 17.4 with this, 17.1 with the
-# jobs passive too: within the day's spread, so the jobs keep torch's default).
+# (docs/tests.md). libgomp reads the setting once, when `import torch` loads it; it changes no
+# result, only how threads idle. It is put back after, so the Snakemake jobs the tests start keep
+# torch's default: the whole suite the same day used 1 801 CPU-seconds before, 1 619 with this,
+# 1 685 with the jobs passive too (wall 17.9, 17.4 and 17.1 minutes: within the day's spread).
 OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import matplotlib  # noqa: E402
 import pytest  # noqa: E402
-import torch  # noqa: E402
+import torch  # noqa: E402  (loads libgomp, which reads the setting above)
 
-torch.set_num_threads(2)  # loads libgomp with the setting above
 if OMP_WAIT_POLICY is None:
     del os.environ["OMP_WAIT_POLICY"]
 else:
     os.environ["OMP_WAIT_POLICY"] = OMP_WAIT_POLICY
 matplotlib.use("Agg")
+torch.set_num_threads(2)
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
