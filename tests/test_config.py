@@ -334,6 +334,7 @@ def test_grid_cells_and_nad_architectures():
     assert plan.nad_architectures() == ["lenet"]
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # (0.5.0: torch warned of a zero-size layer)
 def test_other_input_shapes_reach_the_studies():
     cfg = with_change(["architectures", "lenet"], {"shape": [3, 32, 32]})
     cfg["nad_pairs"]["architectures"] = ["lenet"]
