@@ -465,7 +465,7 @@ def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
     plan = Plan(load(cfg))
     cells = plan.cells("single_direction")
     assert len(cells) == 8 * 14 * 9  # architectures x indices x protocols
-    assert len(plan.cells("fourier")) == 4 * 256 * 5
+    assert len(plan.cells("fourier")) == 4 * 256 * 6
     assert plan.train_job("single_direction", "lenet_pub", "k5@long", (0,)).train.epochs == 60
     assert (
         dict(plan.data_spec("single_direction", "lenet_pub", "k5@sigma_0p5", 0).settings)["sigma"]
