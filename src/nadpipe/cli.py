@@ -25,6 +25,9 @@ EXAMPLES = {
     "--column-b acc_ln",
     "doctor": "nadpipe doctor",
     "config": "nadpipe config > keys.md",
+    "search": "nadpipe search --configfile configs/nad_paper.yaml "
+    "configs/nad_paper_lenet_search.yaml --study single_direction --arch lenet_pub "
+    "--axis sigma=0.25,1,4 --cores 2",
 }
 
 
@@ -399,6 +402,38 @@ def cmd_config(args) -> int:
     return 0
 
 
+def cmd_search(args) -> int:
+    import shlex
+
+    from . import search as ns
+    from .log import say
+
+    try:
+        s = ns.prepare(args.configfile, args.study, args.arch, args.axis, args.rounds,
+                       args.cores, shlex.split(args.snakemake), args.results)  # fmt: skip
+    except ns.SearchError as e:
+        raise Refused(str(e)) from None
+    try:
+        rows = ns.run(s, say)
+    except ns.SearchError as e:
+        print(f"nadpipe search: {e}", file=sys.stderr)
+        return 1
+    best = rows[0]
+    point = tuple((k, best[k]) for k in sorted(s.axes))
+    entry = json.dumps({best["protocol"]: ns.protocol(point)})
+    r = "n/a" if not math.isfinite(best["pearson"]) else f"{best['pearson']:.3f}"
+    print(ns.markdown(rows, sorted(s.axes)))
+    print(
+        f"best: {best['protocol']} ({ns.said(point)}, round {best['round']}): mean |difference| "
+        f"{best['mean_abs_diff']:.2f} points, largest {best['max_abs_diff']:.2f}, Pearson r {r}, "
+        f"over {best['cells']} cells\n"
+        f"as a protocol: {s.study}: {{protocols: {entry}}}\n"
+        f"the table, the figure, the config: {s.out}/ (search.md, search.png, search.yaml)\n"
+        f"every protocol's figures and report: {shlex.join(s.command('--cores', s.cores))}"
+    )
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     from .estimators import ESTIMATORS, described
     from .settings import NadSettings, Shape
@@ -549,6 +584,32 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--scratch", help="where --gpu works (default: a new temporary directory)")
     command("config", "Print every config key with its default and meaning (markdown).", cmd_config)
+    c = command(
+        "search",
+        "Find the protocol whose curve fits a published one best: a coarse sweep over the values "
+        "given per key, then rounds of refinement around the best (geometric midpoints), each "
+        "round one Snakemake run of the study (cells cached across rounds); run from the "
+        "checkout.",
+        cmd_search,
+    )
+    c.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
+                   help="the config files to start from, as Snakemake takes them (over "
+                   "./config.yaml)")  # fmt: skip
+    c.add_argument("--study", required=True, help="a study with `references` (single_direction, "
+                   "fourier)")  # fmt: skip
+    c.add_argument("--arch", required=True, help="the architecture whose fit is searched "
+                   "(its STUDY.references entry)")  # fmt: skip
+    c.add_argument("--axis", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="a key and its coarse values, repeatable: a data key of the study "
+                   "(sigma, eps, n_train, ...) or train.NAME (train.epochs=10,20,40)")  # fmt: skip
+    c.add_argument("--rounds", type=int, default=3, help="at most this many rounds, the "
+                   "coarse sweep included (default 3)")  # fmt: skip
+    c.add_argument("--cores", default="all", help="Snakemake's --cores (default all)")
+    c.add_argument("--snakemake", default="", metavar="ARGS",
+                   help="more Snakemake options, quoted: '--profile profiles/slurm', "
+                   "'--resources gpu=4'")  # fmt: skip
+    c.add_argument("--results", help="the results folder, a name (default: "
+                   "results-search-STUDY-ARCH)")  # fmt: skip
     return p
 
 

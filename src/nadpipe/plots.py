@@ -727,3 +727,61 @@ def nad_figure_job(artifact: str, arch: str, output: str, min_overlap: float) ->
     if verdict.startswith("WARNING: "):
         warn(verdict.removeprefix("WARNING: "))
     return verdict
+
+
+def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: str, output: str):
+    """The protocol search (nadpipe.search): left, each protocol's mean |difference| from the
+    published table (against the searched key when one numeric key varies, else one bar per
+    protocol), its round written beside it; right, the best protocol's cells against the
+    published ones."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), constrained_layout=True)
+    fitted = table[np.isfinite(table["mean_abs_diff"].astype(float))]
+    varying = [k for k in keys if table[k].nunique() > 1]
+    numeric = len(varying) == 1 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in table[varying[0]]
+    )
+    if numeric:
+        key = varying[0]
+        line = fitted.sort_values(key)
+        left.plot(line[key], line["mean_abs_diff"], "o-", label="mean |difference|")
+        left.plot(line[key], line["max_abs_diff"], "v:", color="grey", label="largest")
+        for _, row in fitted.iterrows():
+            left.annotate(f"r{row['round']}", (row[key], row["mean_abs_diff"]),
+                          textcoords="offset points", xytext=(4, 4), fontsize=7)  # fmt: skip
+        best = fitted.iloc[0]
+        left.plot([best[key]], [best["mean_abs_diff"]], "*", ms=14, color="C3", label="best")
+        left.set_xscale("log")
+        values = sorted(fitted[key].unique())
+        left.set_xticks(values, [f"{v:g}" for v in values])
+        left.minorticks_off()
+        left.set_xlabel(key)
+        left.legend(fontsize=8)
+    else:
+        ordered = fitted.iloc[::-1]
+        left.barh(ordered["protocol"], ordered["mean_abs_diff"], color="C0")
+        left.set_xlabel("mean |difference| (points)")
+        for y, (_, row) in enumerate(ordered.iterrows()):
+            left.annotate(f"r{row['round']}", (row["mean_abs_diff"], y), xytext=(3, -3),
+                          textcoords="offset points", fontsize=7)  # fmt: skip
+    if numeric:
+        left.set_ylabel("|difference| from the published table (points)")
+    left.set_title(f"{len(fitted)} protocols in {table['round'].max()} rounds", fontsize=10)
+    best = fitted.iloc[0] if len(fitted) else None
+    if best is not None:
+        df = load_parquet(summary)
+        rows = df[(df["arch"] == arch) & (df["protocol"] == best["protocol"])]
+        test = rows[(rows["split"] == "test") & rows["reference_accuracy"].notna()]
+        test = test[test["condition"] == test["condition"].iloc[0]] if len(test) else test
+        cells = test.groupby("variant")[["accuracy", "reference_accuracy"]].mean() * 100
+        right.plot([50, 100], [50, 100], "k:", linewidth=0.8, label="equal")
+        right.plot(cells["reference_accuracy"], cells["accuracy"], "o", label="a cell")
+        right.set_xlabel("published test accuracy (%)")
+        right.set_ylabel("nadpipe's test accuracy (%)")
+        right.legend(fontsize=8)
+        right.set_title(
+            f"best: {best['protocol']}: |Δ| mean {best['mean_abs_diff']:.1f}, max "
+            f"{best['max_abs_diff']:.1f} points over {int(best['cells'])} cells",
+            fontsize=10,
+        )
+    fig.suptitle(f"{arch}: the protocol search against the published table", fontsize=11)
+    return _save(fig, output)

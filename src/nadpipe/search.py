@@ -1,0 +1,409 @@
+"""The protocol search: which protocol of a study fits a published reference best, found by
+the real workflow. A coarse sweep (every combination of the values given per key), then rounds
+of refinement around the best protocol so far (per numeric key, the geometric midpoints between
+its value and the nearest values tried on either side). Each round is one Snakemake run of the
+study with every protocol tried so far as a named protocol (`STUDY.protocols`), all rounds in
+one results folder, so that no cell trains twice; the objective is the summary's own
+`reference_mean_abs_diff` of the searched architecture (nadpipe.references). `nadpipe search`
+is the command; the pure logic (axes, grid, refinement, names) needs neither torch nor
+Snakemake."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .io import atomic_write, save_text
+
+DATA_KEYS = ("eps", "eps1", "eps2", "sigma", "n_train", "n_test")  # the schema's `protocol`
+INTEGER_KEYS = ("n_train", "n_test", "train.epochs", "train.batch_size")
+
+Point = tuple[tuple[str, float | int | str | None], ...]  # (key, value) pairs, sorted by key
+
+
+def axis(text: str) -> tuple[str, list]:
+    """'sigma=0.25,1,4' -> ('sigma', [0.25, 1.0, 4.0]); a key is a data key or train.NAME."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not values.strip():
+        raise ValueError(f"{text!r}: say KEY=V1,V2,... (e.g. sigma=0.25,1,4)")
+    if key not in DATA_KEYS and not (key.startswith("train.") and len(key) > 6):
+        raise ValueError(f"{text!r}: {key!r} is neither {', '.join(DATA_KEYS)} nor train.NAME")
+    parsed = [_value(key, v.strip()) for v in values.split(",")]
+    if len(set(parsed)) != len(parsed):
+        raise ValueError(f"{text!r}: a value is given twice")
+    return key, parsed
+
+
+def _value(key: str, text: str):
+    if text in ("null", "none", "None"):
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return text  # a schedule's name, say
+    if key in INTEGER_KEYS:
+        if number != int(number):
+            raise ValueError(f"{key}={text}: {key} takes whole numbers")
+        return int(number)
+    return number
+
+
+def coarse(axes: Mapping[str, Sequence]) -> list[Point]:
+    """Every combination of the axes' values."""
+    keys = sorted(axes)
+    return [
+        tuple(zip(keys, values, strict=True))
+        for values in itertools.product(*(axes[k] for k in keys))
+    ]
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _midpoint(key: str, a, b):
+    m = math.sqrt(a * b)
+    return round(m) if key in INTEGER_KEYS else float(f"{m:.3g}")
+
+
+def refine(best: Point, tried: Sequence[Point]) -> list[Point]:
+    """New protocols around `best`: per numeric key, the geometric midpoint towards the nearest
+    value tried on each side (the other keys as in `best`); none tried already."""
+    seen = set(tried)
+    out: list[Point] = []
+    here = dict(best)
+    for key, value in best:
+        if not _numeric(value):
+            continue
+        values = sorted({dict(p)[key] for p in tried if _numeric(dict(p).get(key))})
+        below = [v for v in values if v < value]
+        above = [v for v in values if v > value]
+        for other in below[-1:] + above[:1]:
+            m = _midpoint(key, value, other)
+            point = tuple(sorted({**here, key: m}.items()))
+            if m not in (value, other) and point not in seen:
+                seen.add(point)
+                out.append(point)
+    return out
+
+
+def protocol(point: Point) -> dict:
+    """A point as a study's protocol entry: data keys at the top, train.NAME under `train`."""
+    entry: dict = {}
+    for key, value in point:
+        if key.startswith("train."):
+            entry.setdefault("train", {})[key[6:]] = value
+        else:
+            entry[key] = value
+    return entry
+
+
+def _short(value) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text.replace(".", "p").replace("-", "m").replace("+", "")
+
+
+def said(point: Point) -> str:
+    """A point as a reader reads it: 'sigma 0.5, train.epochs 40'."""
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in point)
+
+
+def name(point: Point) -> str:
+    """A protocol name the schema accepts (letters, digits, _; at most 32): readable where it
+    fits, else a digest."""
+    parts = [f"{k.removeprefix('train.')}{_short(v)}" for k, v in point]
+    text = "_".join(parts)
+    if len(text) <= 32 and all(c.isalnum() or c == "_" for c in text):
+        return text
+    return "p" + hashlib.sha1(repr(point).encode()).hexdigest()[:12]
+
+
+# ---- the driver: one Snakemake run per round -------------------------------------------------
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # the search runs the checkout's Snakefile
+SNAKEFILE = CHECKOUT / "Snakefile"
+SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
+FIT = ("cells", "mean_abs_diff", "max_abs_diff", "pearson")  # reference_* of the summary
+
+
+class SearchError(ValueError):
+    """The search cannot start or go on; the message names the option, the key or the file."""
+
+
+@dataclass(frozen=True)
+class Search:
+    """A search, checked: the config it writes per round (every study but `study` off, `study`
+    of `arch` alone with its reference), where, and how Snakemake runs."""
+
+    config: dict  # the merged config files, as Snakemake merges them, before the protocols
+    configfiles: tuple[str, ...]
+    study: str
+    arch: str
+    axes: dict[str, list]
+    rounds: int
+    cores: str
+    snakemake_args: tuple[str, ...]
+    results: str
+
+    @property
+    def out(self) -> Path:
+        return Path(self.results) / "search"
+
+    @property
+    def configfile(self) -> Path:
+        return self.out / "search.yaml"
+
+    def with_protocols(self, points: Sequence[Point]) -> dict:
+        """The config of a round: every point a named protocol of the study."""
+        from .studies import REGISTRY
+
+        cfg = _merge(self.config, {s: {"enabled": False} for s in REGISTRY if s != self.study})
+        settings = dict(cfg.get(self.study) or {})
+        refs = settings.get("references") or {}
+        settings.update(
+            enabled=True,
+            architectures=[self.arch],
+            references={self.arch: refs[self.arch]} if self.arch in refs else {},
+            protocols={name(p): protocol(p) for p in points},
+        )
+        return {**cfg, "results": self.results, self.study: settings}
+
+    def command(self, *args: str) -> list[str]:
+        """Snakemake on this search's config, from here; `-s` unless run from the checkout."""
+        here = Path.cwd().resolve() == CHECKOUT
+        where = [] if here else ["-s", str(SNAKEFILE)]
+        return ["snakemake", *where, "--configfile", str(self.configfile), *args]
+
+
+def _merge(base, new):
+    """`new` over `base`, mappings key by key, anything else replaced (as Snakemake merges its
+    config files)."""
+    if isinstance(base, dict) and isinstance(new, dict):
+        return {**base, **{k: _merge(base.get(k), v) for k, v in new.items()}}
+    return new
+
+
+def _read_yaml(path: str, what: str) -> dict:
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise SearchError(f"{what} {path}: no such file") from None
+    except yaml.YAMLError as e:
+        raise SearchError(f"{what} {path} is not YAML: {e}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SearchError(f"{what} {path}: a config is a mapping of keys, not {type(raw).__name__}")
+    return raw
+
+
+def prepare(
+    configfiles: Sequence[str],
+    study: str,
+    arch: str,
+    axes: Sequence[str],
+    rounds: int = 3,
+    cores: str = "all",
+    snakemake_args: Sequence[str] = (),
+    results: str | None = None,
+) -> Search:
+    """Check everything a search needs before its first job: the axes, the study, the
+    architecture and its reference, and the first round's config as the workflow checks it."""
+    from . import config as nc
+    from .references import comparable
+    from .studies import REGISTRY
+
+    parsed: dict[str, list] = {}
+    for text in axes:
+        try:
+            key, values = axis(text)
+        except ValueError as e:
+            raise SearchError(f"--axis {e}") from None
+        if key in parsed:
+            raise SearchError(f"--axis {text!r}: {key} is given twice")
+        parsed[key] = values
+    if not parsed:
+        raise SearchError("say what to search with --axis KEY=V1,V2,... (e.g. sigma=0.25,1,4)")
+    if rounds < 1:
+        raise SearchError(f"--rounds {rounds}: at least 1 (the coarse sweep)")
+    if study not in REGISTRY:
+        raise SearchError(f"--study {study!r}: no such study (the studies: {', '.join(REGISTRY)})")
+    if study not in comparable():
+        raise SearchError(
+            f"--study {study}: takes no published reference, so no protocol fits one better "
+            f"(the studies that do: {', '.join(comparable())})"
+        )
+    merged: dict = _read_yaml("config.yaml", "config") if Path("config.yaml").exists() else {}
+    for f in configfiles:
+        merged = _merge(merged, _read_yaml(f, "--configfile"))
+    given = (merged.get(study) or {}).get("protocols")
+    if given:
+        raise SearchError(
+            f"config key '{study}.protocols' is set ({', '.join(given)}): the search writes its "
+            "own protocols; start from a config without them"
+        )
+    if arch not in ((merged.get(study) or {}).get("references") or {}):
+        raise SearchError(
+            f"config key '{study}.references.{arch}' is not set: the search fits {arch}'s "
+            "protocols to that published table (a CSV: docs/nad-paper.md)"
+        )
+    search = Search(merged, tuple(configfiles), study, arch, parsed, rounds, cores,
+                    tuple(snakemake_args), results or f"results-search-{study}-{arch}")  # fmt: skip
+    try:
+        nc.load_config(search.with_protocols(coarse(parsed)), SCHEMA)
+    except nc.ConfigError as e:
+        raise SearchError(f"{e}") from None
+    return search
+
+
+def fits(summary: str | Path, arch: str) -> dict[str, dict]:
+    """Per protocol, the agreement the summary states for `arch` (its reference_* columns)."""
+    from .io import load_parquet
+
+    df = load_parquet(summary)
+    df = df[df["arch"] == arch]
+    if df.empty or "reference_mean_abs_diff" not in df:
+        raise SearchError(f"{summary}: no agreement with a reference for {arch}")
+    first = df.groupby("protocol", sort=False)[[f"reference_{k}" for k in FIT]].first()
+    out = {}
+    for p, row in first.to_dict("index").items():
+        fit = {k: float(row[f"reference_{k}"]) for k in FIT}
+        out[p] = {**fit, "cells": int(fit["cells"]) if math.isfinite(fit["cells"]) else 0}
+    return out
+
+
+def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict]:
+    """One row per protocol tried (its round, name, values and fit), best first: the smallest
+    mean |difference|, then the smallest largest one; a protocol without a fit (every cell
+    diverged) last."""
+    rows = []
+    for point, r in tried.items():
+        fit = measured.get(name(point), {})
+        rows.append({"round": r, "protocol": name(point), **dict(point),
+                     **{k: fit.get(k, math.nan) for k in FIT}})  # fmt: skip
+
+    def order(row):
+        m, x = row["mean_abs_diff"], row["max_abs_diff"]
+        return (not math.isfinite(m), m if math.isfinite(m) else 0, x, row["protocol"])
+
+    return sorted(rows, key=order)
+
+
+def markdown(rows: Sequence[dict], keys: Sequence[str]) -> str:
+    """The table as markdown: the best protocol first."""
+
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "n/a" if not math.isfinite(v) else f"{v:.3g}"
+        return str(v)
+
+    head = ["round", "protocol", *keys, "cells", "mean \\|diff\\|", "max \\|diff\\|", "Pearson"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for i, row in enumerate(rows):
+        values = [row["round"], f"**{row['protocol']}**" if i == 0 else row["protocol"],
+                  *(row[k] for k in keys), row["cells"],
+                  *(round(row[k], 2) for k in FIT[1:3]), round(row["pearson"], 3)]  # fmt: skip
+        lines.append("| " + " | ".join(cell(v) for v in values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _steps(log: Path, seen: str) -> str:
+    """Snakemake's latest 'N of M steps (P%) done' in its log ('' before the first)."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return seen
+    done = [line for line in text.splitlines() if " steps (" in line and ") done" in line]
+    return done[-1].strip() if done else seen
+
+
+def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[str], None]) -> None:
+    """One Snakemake run of the study's summary under every protocol in `points`; its output in
+    round{r}.log, its progress said as it goes."""
+    from . import paths
+
+    search.out.mkdir(parents=True, exist_ok=True)
+    save_text(yaml.safe_dump(search.with_protocols(points), sort_keys=False), search.configfile)
+    target = paths.SUMMARY.format(root=search.results, study=search.study)
+    cmd = [sys.executable, "-m", "snakemake", target, "-s", str(SNAKEFILE), "-d", ".",
+           "--configfile", str(search.configfile), "--cores", search.cores,
+           *search.snakemake_args]  # fmt: skip
+    log = search.out / f"round{r}.log"
+    say(f"round {r}: {shlex.join(['snakemake', *cmd[3:]])} (its output: {log})")
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        seen = ""
+        while True:
+            try:
+                proc.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = _steps(log, seen)
+            if now != seen:
+                seen = now
+                say(f"round {r}: {now}")
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise SearchError(f"round {r}: Snakemake failed (exit {proc.returncode}); the end of "
+                          f"{log}:\n{tail}")  # fmt: skip
+
+
+def run(search: Search, say: Callable[[str], None]) -> list[dict]:
+    """The coarse sweep, then rounds of refinement around the best protocol so far, until
+    `search.rounds` rounds ran or no untried point is left; after each round the table, its
+    markdown and the figure are written (search.csv, search.md, search.png)."""
+    from . import paths
+
+    tried: dict[Point, int] = {}
+    points = coarse(search.axes)
+    rows: list[dict] = []
+    for r in range(1, search.rounds + 1):
+        if not points:
+            say(f"round {r}: no untried protocol around the best: the search is done")
+            break
+        new = points
+        tried.update({p: r for p in new})
+        say(f"round {r} of at most {search.rounds}: {len(new)} new protocol(s) "
+            f"({'; '.join(said(p) for p in new)}), {len(tried)} in all")  # fmt: skip
+        run_round(search, r, list(tried), say)
+        summary = paths.SUMMARY.format(root=search.results, study=search.study)
+        rows = table(tried, fits(summary, search.arch))
+        write(search, rows, summary)
+        best = rows[0]
+        if not math.isfinite(best["mean_abs_diff"]):
+            raise SearchError(f"round {r}: no protocol has a fit (see {summary})")
+        say(f"round {r}: best so far {best['protocol']} ({said(_point(best, search))}): mean "
+            f"|difference| {best['mean_abs_diff']:.2f} points, largest "
+            f"{best['max_abs_diff']:.2f}, over {best['cells']} cells")  # fmt: skip
+        points = refine(_point(best, search), list(tried))
+    return rows
+
+
+def _point(row: dict, search: Search) -> Point:
+    return tuple((k, row[k]) for k in sorted(search.axes))
+
+
+def write(search: Search, rows: Sequence[dict], summary: str) -> None:
+    """search.csv (every protocol's values and fit), search.md (the same as a table) and
+    search.png (the fits, and the best protocol's cells against the published ones)."""
+    import pandas as pd
+
+    from .plots import search_figure
+
+    keys = sorted(search.axes)
+    frame = pd.DataFrame(list(rows))
+    atomic_write(search.out / "search.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    save_text(markdown(rows, keys), search.out / "search.md")
+    search_figure(frame, keys, summary, search.arch, str(search.out / "search.png"))
