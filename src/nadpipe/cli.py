@@ -442,7 +442,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nadpipe",
         description="Neural anisotropy directions of any model, without Snakemake "
-        "(the workflow: snakemake --cores all).",
+        "(the workflow: snakemake --cores all; `search` runs it).",
     )
     from . import __version__
 

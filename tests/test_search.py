@@ -1,0 +1,210 @@
+"""The protocol search (nadpipe.search, `nadpipe search`): its axes, coarse grid and refinement,
+the errors it gives before any job, and a tiny search through the real workflow whose table is
+the summary's, whose second round refines around the first's best without retraining a cell,
+and whose closing advice works as printed."""
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from helpers import command
+
+from nadpipe import cli
+from nadpipe import search as ns
+from nadpipe.references import agreement
+
+SCRIPT = shutil.which("nadpipe", path=str(Path(sys.executable).parent)) or shutil.which("nadpipe")
+
+
+def test_axes_are_read_as_the_config_types_them():
+    assert ns.axis("sigma=0.25,1,4") == ("sigma", [0.25, 1.0, 4.0])
+    assert ns.axis("train.epochs=10,20") == ("train.epochs", [10, 20])
+    assert ns.axis("train.grad_clip=0.5,null") == ("train.grad_clip", [0.5, None])
+    assert ns.axis("train.lr_schedule=linear_decay,onecycle")[1] == ["linear_decay", "onecycle"]
+    for bad, said in [
+        ("sigma", "say KEY=V1,V2"),
+        ("sigma=", "say KEY=V1,V2"),
+        ("width=1,2", "'width' is neither eps, eps1, eps2, sigma, n_train, n_test nor train.NAME"),
+        ("n_train=100,150.5", "n_train takes whole numbers"),
+        ("sigma=1,1.0", "a value is given twice"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(said)):
+            ns.axis(bad)
+
+
+def test_the_coarse_grid_is_every_combination_and_refinement_halves_the_gaps_around_the_best():
+    grid = ns.coarse({"sigma": [0.25, 1.0, 4.0], "train.epochs": [10, 40]})
+    assert len(grid) == 6 and grid[0] == (("sigma", 0.25), ("train.epochs", 10))
+    # geometric midpoints towards the nearest value tried on each side, one key at a time
+    best = (("sigma", 1.0), ("train.epochs", 10))
+    assert ns.refine(best, grid) == [
+        (("sigma", 0.5), ("train.epochs", 10)),
+        (("sigma", 2.0), ("train.epochs", 10)),
+        (("sigma", 1.0), ("train.epochs", 20)),  # 10 and 40: sqrt(400), a whole number
+    ]
+    # at the edge of the range: one side only; the next round narrows further
+    assert ns.refine((("sigma", 0.25),), ns.coarse({"sigma": [0.25, 1.0, 4.0]})) == [
+        (("sigma", 0.5),)
+    ]
+    tried = [(("sigma", s),) for s in (0.25, 0.5, 1.0, 2.0, 4.0)]
+    assert ns.refine((("sigma", 0.5),), tried) == [(("sigma", 0.354),), (("sigma", 0.707),)]
+    # nothing new around a point already surrounded by its midpoints; a name has no neighbours
+    assert ns.refine((("sigma", 1.0),), [(("sigma", 1.0),)]) == []
+    assert ns.refine((("train.lr_schedule", "onecycle"),), []) == []
+
+
+def test_protocol_entries_and_names_are_what_the_config_accepts():
+    point = (("sigma", 0.5), ("train.epochs", 40), ("train.grad_clip", None))
+    assert ns.protocol(point) == {"sigma": 0.5, "train": {"epochs": 40, "grad_clip": None}}
+    assert ns.name((("sigma", 0.354),)) == "sigma0p354"
+    assert ns.name((("eps", -1.5),)) == "epsm1p5"
+    long = ns.name((("n_train", 50000), ("sigma", 0.354), ("train.lr_max", 0.05)))
+    assert re.fullmatch(r"p[0-9a-f]{12}", long)  # over 32 characters: a digest
+    assert ns.said(point) == "sigma 0.5, train.epochs 40, train.grad_clip None"
+
+
+CONFIG = {
+    "architectures": {"tiny": {"model": "lenet", "nads_file": "basis.npy"}},
+    "nad_pairs": {"enabled": False},
+    "single_direction": {
+        "enabled": True,
+        "architectures": ["tiny"],
+        "indices": [0, 1000],
+        "n_train": 400,
+        "n_test": 200,
+        "train": {"epochs": 2},
+        "references": {"tiny": {"file": "nads.csv", "column": "acc"}},
+    },
+}
+
+
+def _workdir(path: Path) -> Path:
+    (path / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    basis, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))
+    np.save(path / "basis.npy", basis.T.astype(np.float32))  # rows: the NADs
+    index = np.arange(1024)
+    pd.DataFrame({"index": index, "acc": 100 - 50 * index / 1023}).to_csv(
+        path / "nads.csv", index=False
+    )
+    return path
+
+
+def nadpipe(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    res = subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd)
+    if check and res.returncode != 0:
+        raise AssertionError(f"nadpipe {shlex.join(args)}:\n{res.stdout}\n{res.stderr[-3000:]}")
+    return res
+
+
+SEARCH = ("search", "--study", "single_direction", "--arch", "tiny", "--axis",
+          "sigma=0.25,1,4", "--rounds", "2", "--cores", "2")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    workdir = _workdir(tmp_path_factory.mktemp("search"))
+    return workdir, nadpipe(workdir, *SEARCH)
+
+
+def _trained(log: Path) -> int:
+    """The train jobs of a round, from Snakemake's job stats in its log."""
+    stats = re.search(r"Job stats:\n(.*?)\ntotal", log.read_text(), re.S)
+    return sum(
+        int(n) for rule, n in re.findall(r"^(\S+)\s+(\d+)$", stats[1], re.M) if "train" in rule
+    )
+
+
+def test_the_search_table_is_the_summarys_fit_best_first(searched):
+    workdir, res = searched
+    out = workdir / "results-search-single_direction-tiny" / "search"
+    table = pd.read_csv(out / "search.csv")
+    summary = pd.read_parquet(out.parent / "single_direction" / "summary.parquet")
+    ref = pd.read_csv(workdir / "nads.csv").set_index("index")["acc"].rename_axis("nad_k")
+    assert list(table["round"]).count(1) == 3
+    for row in table.itertuples():
+        test = summary[(summary.protocol == row.protocol) & (summary.split == "test")]
+        assert test["sigma"].iloc[0] == pytest.approx(row.sigma)  # the data drawn at its sigma
+        mine = test.groupby("nad_k")["accuracy"].mean() * 100
+        fit = agreement(mine, ref)  # recomputed from the accuracies, not read back
+        assert row.cells == fit["cells"] == 2
+        assert row.mean_abs_diff == pytest.approx(fit["mean_abs_diff"])
+        assert row.max_abs_diff == pytest.approx(fit["max_abs_diff"])
+    assert list(table["mean_abs_diff"]) == sorted(table["mean_abs_diff"])  # best first
+    # round 2 refined around round 1's best, at the geometric midpoints towards its neighbours
+    first = table[table["round"] == 1].iloc[0]
+    expected = ns.refine((("sigma", first.sigma),), [(("sigma", s),) for s in (0.25, 1.0, 4.0)])
+    assert sorted(table[table["round"] == 2]["sigma"]) == sorted(p[0][1] for p in expected)
+    # each cell trained once: round 2 trained only its own protocols' cells
+    assert _trained(out / "round1.log") == 3 * 2
+    assert _trained(out / "round2.log") == 2 * len(expected)
+    assert "| round | protocol | sigma | cells |" in res.stdout
+    best = table.iloc[0]
+    assert f"best: {best.protocol} (sigma {best.sigma:g}, round {best['round']})" in res.stdout
+    assert (out / "search.md").read_text() in res.stdout  # the table as printed
+    assert (out / "search.png").stat().st_size > 10_000
+    said = res.stderr
+    assert "round 1 of at most 2: 3 new protocol(s) (sigma 0.25; sigma 1; sigma 4)" in said
+    assert f"round 2 of at most 2: {len(expected)} new protocol(s)" in said
+    assert f"{3 + len(expected)} in all" in said
+
+
+def test_the_printed_advice_redraws_every_protocol_without_training(searched):
+    workdir, res = searched
+    line = re.search(r"every protocol's figures and report: (.*)$", res.stdout, re.M)[1]
+    done = command(workdir, line)  # exactly as printed, from where the search ran
+    assert "train" not in re.search(r"Job stats:\n(.*?)\ntotal", done.stderr, re.S)[1]
+    root = workdir / "results-search-single_direction-tiny"
+    # the figure (one curve per protocol, the published one beside) and the report's table
+    assert (root / "single_direction/plots/accuracy_tiny.png").stat().st_size > 10_000
+    table = pd.read_csv(root / "search/search.csv")
+    html = (root / "report/summary_single_direction.html").read_text()
+    assert all(name in html for name in table["protocol"])
+    # the protocol it proposes is one the config accepts, as printed
+    entry = re.search(r"as a protocol: single_direction: (.*)$", res.stdout, re.M)[1]
+    protocols = yaml.safe_load(entry)["protocols"]
+    ((name, values),) = protocols.items()
+    assert name == table.iloc[0]["protocol"] and values == {"sigma": table.iloc[0]["sigma"]}
+
+
+@pytest.mark.parametrize(
+    "args, change, said",
+    [
+        (["--axis", "width=1,2"], {}, "--axis 'width=1,2': 'width' is neither"),
+        ([], {}, "say what to search with --axis KEY=V1,V2"),
+        (["--axis", "sigma=1,2", "--axis", "sigma=3,4"], {}, "sigma is given twice"),
+        (["--axis", "eps1=1,2"], {},
+         "config key 'single_direction.protocols.eps11.eps1': the data of single_direction "
+         "have no 'eps1'"),
+        (["--axis", "sigma=1,2", "--study", "nad_pairs"], {},
+         "--study nad_pairs: takes no published reference"),
+        (["--axis", "sigma=1,2", "--study", "nope"], {}, "--study 'nope': no such study"),
+        (["--axis", "sigma=1,2", "--rounds", "0"], {}, "--rounds 0: at least 1"),
+        (["--axis", "sigma=1,2", "--configfile", "missing.yaml"], {},
+         "--configfile missing.yaml: no such file"),
+        (["--axis", "sigma=1,2"], {"single_direction": {"protocols": {"mine": {}}}},
+         "config key 'single_direction.protocols' is set (mine): the search writes its own"),
+        (["--axis", "sigma=1,2"], {"single_direction": {"references": None}},
+         "config key 'single_direction.references.tiny' is not set"),
+        (["--axis", "sigma=1,2", "--results", "../out"], {}, "config key 'results'"),
+    ],
+)  # fmt: skip
+def test_a_search_that_cannot_mean_anything_is_refused_before_any_job(
+    args, change, said, tmp_path, monkeypatch, capsys
+):
+    workdir = _workdir(tmp_path)
+    if change:
+        (workdir / "config.yaml").write_text(yaml.safe_dump(ns._merge(CONFIG, change)))
+    study = ["--study", "single_direction"] if "--study" not in args else []
+    monkeypatch.chdir(workdir)  # in-process: the installed command's refusals are cli.main's
+    code = cli.main(["search", *study, "--arch", "tiny", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and said in err, err
+    assert err.startswith("nadpipe search: ")
+    assert not list(workdir.glob("results*"))  # nothing written, nothing run
