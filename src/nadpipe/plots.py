@@ -779,9 +779,9 @@ def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: 
         right.set_ylabel("nadpipe's test accuracy (%)")
         right.legend(fontsize=8)
         right.set_title(
-            f"best: {best['protocol']}: |Δ| mean {best['mean_abs_diff']:.1f}, max "
-            f"{best['max_abs_diff']:.1f} points over {int(best['cells'])} cells",
-            fontsize=10,
+            f"best: {best['protocol']}\n|Δ| mean {best['mean_abs_diff']:.1f}, max "
+            f"{best['max_abs_diff']:.1f} points ({int(best['cells'])} cells)",
+            fontsize=9,
         )
     fig.suptitle(f"{arch}: the protocol search against the published table", fontsize=11)
     return _save(fig, output)
