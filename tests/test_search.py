@@ -173,6 +173,21 @@ def test_the_printed_advice_redraws_every_protocol_without_training(searched):
     assert name == table.iloc[0]["protocol"] and values == {"sigma": table.iloc[0]["sigma"]}
 
 
+def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
+    workdir = _workdir(tmp_path)
+    res = nadpipe(workdir, *SEARCH, "--dry-run")
+    # NADs read from the basis file, 3 protocols x 2 indices trained and evaluated, the summary
+    assert res.stdout.startswith(
+        "round 1 would run 14 jobs (nads 1, train 6, evaluate 6, aggregate 1) for 3 protocol(s): "
+        "sigma 0.25; sigma 1; sigma 4\n"
+    )
+    assert (
+        "each later round: at most 2 protocol(s)" in res.stdout
+        and "2 train job(s) each" in res.stdout
+    )
+    assert not list(workdir.glob("results*"))
+
+
 @pytest.mark.parametrize(
     "args, change, said",
     [

@@ -413,6 +413,21 @@ def cmd_search(args) -> int:
                        args.cores, shlex.split(args.snakemake), args.results)  # fmt: skip
     except ns.SearchError as e:
         raise Refused(str(e)) from None
+    if args.dry_run:
+        try:
+            jobs = ns.plan(s)
+        except ns.SearchError as e:
+            print(f"nadpipe search: {e}", file=sys.stderr)
+            return 1
+        n = len(ns.coarse(s.axes))
+        counts = ", ".join(f"{rule} {count}" for rule, count in jobs.items()) or "nothing"
+        print(
+            f"round 1 would run {sum(jobs.values())} jobs ({counts}) for {n} protocol(s): "
+            f"{'; '.join(ns.said(p) for p in ns.coarse(s.axes))}\n"
+            f"each later round: at most {2 * len(s.axes)} protocol(s) (two midpoints per numeric "
+            f"key), {jobs.get('train', 0) // n} train job(s) each"
+        )
+        return 0
     try:
         rows = ns.run(s, say)
     except ns.SearchError as e:
@@ -608,6 +623,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--snakemake", default="", metavar="ARGS",
                    help="more Snakemake options, quoted: '--profile profiles/slurm', "
                    "'--resources gpu=4'")  # fmt: skip
+    c.add_argument("--dry-run", "-n", action="store_true", help="print what round 1 would "
+                   "run (Snakemake's dry run: jobs per rule) and stop; writes no result")  # fmt: skip
     c.add_argument("--results", help="the results folder, a name (default: "
                    "results-search-STUDY-ARCH)")  # fmt: skip
     return p

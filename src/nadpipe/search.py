@@ -328,17 +328,42 @@ def _steps(log: Path, seen: str) -> str:
     return done[-1].strip() if done else seen
 
 
+def _snakemake(search: Search, configfile: Path, *args: str) -> list[str]:
+    """Snakemake making the study's summary under `configfile`, from here."""
+    from . import paths
+
+    target = paths.SUMMARY.format(root=search.results, study=search.study)
+    return [sys.executable, "-m", "snakemake", target, "-s", str(SNAKEFILE), "-d", ".",
+            "--configfile", str(configfile), "--cores", search.cores, *args,
+            *search.snakemake_args]  # fmt: skip
+
+
+def plan(search: Search) -> dict[str, int]:
+    """What round 1 would run: Snakemake's dry run of it, as jobs per rule ({} when every cell is
+    made already). Writes nothing of the search's (its config goes to a temporary file)."""
+    import re
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "search.yaml"
+        save_text(yaml.safe_dump(search.with_protocols(coarse(search.axes))), config)
+        res = subprocess.run(_snakemake(search, config, "-n"), capture_output=True, text=True)
+    out = res.stdout + res.stderr
+    if res.returncode != 0:
+        tail = "\n".join(out.splitlines()[-25:])
+        raise SearchError(f"round 1's dry run failed (exit {res.returncode}):\n{tail}")
+    stats = re.search(r"Job stats:\n(.*?)\ntotal", out, re.S)
+    return {} if not stats else {
+        rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", stats[1], re.M)
+    }  # fmt: skip
+
+
 def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[str], None]) -> None:
     """One Snakemake run of the study's summary under every protocol in `points`; its output in
     round{r}.log, its progress said as it goes."""
-    from . import paths
-
     search.out.mkdir(parents=True, exist_ok=True)
     save_text(yaml.safe_dump(search.with_protocols(points), sort_keys=False), search.configfile)
-    target = paths.SUMMARY.format(root=search.results, study=search.study)
-    cmd = [sys.executable, "-m", "snakemake", target, "-s", str(SNAKEFILE), "-d", ".",
-           "--configfile", str(search.configfile), "--cores", search.cores,
-           *search.snakemake_args]  # fmt: skip
+    cmd = _snakemake(search, search.configfile)
     log = search.out / f"round{r}.log"
     say(f"round {r}: {shlex.join(['snakemake', *cmd[3:]])} (its output: {log})")
     with open(log, "w") as f:
