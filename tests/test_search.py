@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from helpers import command
+from helpers import command, snakemake
 
 from nadpipe import cli
 from nadpipe import search as ns
@@ -171,6 +171,14 @@ def test_the_printed_advice_redraws_every_protocol_without_training(searched):
     protocols = yaml.safe_load(entry)["protocols"]
     ((name, values),) = protocols.items()
     assert name == table.iloc[0]["protocol"] and values == {"sigma": table.iloc[0]["sigma"]}
+    # put into the config as said (here beside the search's results), it is the cells measured
+    change = {"results": root.name, "single_direction": {"protocols": protocols}}
+    (workdir / "best.yaml").write_text(yaml.safe_dump(change))
+    out = snakemake(
+        workdir, "-n", "--cores", "1", "--configfile", str(workdir / "best.yaml")
+    ).stdout
+    jobs = re.search(r"Job stats:\n(.*?)\ntotal", out, re.S)
+    assert jobs is None or "train" not in jobs[1]  # its model is made: the summary, figures
 
 
 def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
