@@ -231,3 +231,12 @@ def test_a_search_that_cannot_mean_anything_is_refused_before_any_job(
     assert code == 2 and said in err, err
     assert err.startswith("nadpipe search: ")
     assert not list(workdir.glob("results*"))  # nothing written, nothing run
+
+
+def test_without_a_checkout_the_search_says_how_to_get_one(tmp_path, monkeypatch, capsys):
+    # an install from a wheel has no Snakefile beside the package
+    monkeypatch.setattr(ns, "SNAKEFILE", tmp_path / "site-packages" / "Snakefile")
+    monkeypatch.chdir(_workdir(tmp_path))
+    assert cli.main([*SEARCH]) == 2
+    err = capsys.readouterr().err
+    assert "Snakefile does not exist: install nadpipe from its checkout (pip install -e .)" in err

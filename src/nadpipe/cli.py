@@ -623,8 +623,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--snakemake", default="", metavar="ARGS",
                    help="more Snakemake options, quoted: '--profile profiles/slurm', "
                    "'--resources gpu=4'")  # fmt: skip
-    c.add_argument("--dry-run", "-n", action="store_true", help="print what round 1 would "
-                   "run (Snakemake's dry run: jobs per rule) and stop; writes no result")  # fmt: skip
+    c.add_argument(
+        "--dry-run",
+        "-n",
+        action="store_true",
+        help="print what round 1 would "
+        "run (Snakemake's dry run: jobs per rule) and stop; writes no result",
+    )
     c.add_argument("--results", help="the results folder, a name (default: "
                    "results-search-STUDY-ARCH)")  # fmt: skip
     return p

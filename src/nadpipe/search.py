@@ -224,6 +224,11 @@ def prepare(
     from .references import comparable
     from .studies import REGISTRY
 
+    if not SNAKEFILE.exists():
+        raise SearchError(
+            f"the search runs the workflow of a checkout, and {SNAKEFILE} does not exist: "
+            "install nadpipe from its checkout (pip install -e .) and run it there"
+        )
     parsed: dict[str, list] = {}
     for text in axes:
         try:
