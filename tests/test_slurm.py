@@ -46,14 +46,12 @@ def test_smoke_config_runs_every_job_as_a_slurm_job(cluster, tmp_path):
         "--configfile",
         str(REPO / "configs" / "smoke.yaml"),
         str(tmp_path / "cpu.yaml"),
-        # a 2-CPU node: two single-CPU jobs at a time; first status check after 5 s, then every 2
+        # a 2-CPU node: two single-CPU jobs at a time; first status check after 1 s
         "--set-resources",
         "nads:cpus_per_task=1",
         "train:cpus_per_task=1",
         "--slurm-init-seconds-before-status-checks",
-        "5",
-        "--seconds-between-status-checks",
-        "2",
+        "1",
     )
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     out = res.stdout + res.stderr
