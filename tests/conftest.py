@@ -1,6 +1,7 @@
 """Shared test fixtures; everything is CPU-sized and seeded."""
 
 import os
+import tempfile
 from pathlib import Path
 
 # Two test processes share two cores, and each runs torch's threads. OpenMP threads that spin
@@ -23,6 +24,11 @@ else:
     os.environ["OMP_WAIT_POLICY"] = OMP_WAIT_POLICY
 matplotlib.use("Agg")
 torch.set_num_threads(2)
+# the model checks that passed (nadpipe.verdicts): this session's own, shared by its processes
+# (pytest-xdist gives them one run id), never the user's cache
+os.environ["NADPIPE_CACHE"] = os.path.join(
+    tempfile.gettempdir(), f"nadpipe-tests-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}"
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

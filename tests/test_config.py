@@ -288,6 +288,46 @@ def test_a_good_user_model_loads(tmp_path, monkeypatch):
     assert Plan(loaded).model_spec("nad_pairs", "mine").model == "user_nets:good"
 
 
+def test_a_registry_model_that_passed_is_not_built_again_and_a_failure_always_is(
+    tmp_path, monkeypatch
+):
+    from nadpipe import models, verdicts
+
+    monkeypatch.setenv(verdicts.CACHE_ENV, str(tmp_path / "cache"))
+    (tmp_path / "user_nets.py").write_text(USER_NETS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    built = []  # the real check, counted
+    real = models.check_model
+    monkeypatch.setattr(models, "check_model", lambda spec: built.append(spec) or real(spec))
+
+    def config(model, kwargs):
+        cfg = with_change(["architectures", "mine"], {"model": model, "kwargs": kwargs})
+        cfg["nad_pairs"]["architectures"] = ["mine"]
+        return cfg
+
+    load(config("mlp", {"hidden": [32]}))
+    n = len(built)
+    assert n and {s.model for s in built} == {"mlp"}
+    # a command that runs no job remembers nothing: the next one checks again
+    load(config("mlp", {"hidden": [32]}))
+    assert len(built) == 2 * n and not verdicts.folder().exists()
+    verdicts.remember()  # a run that executes jobs (its onstart)
+    assert len(list(verdicts.folder().iterdir())) == n
+    load(config("mlp", {"hidden": [32]}))
+    assert len(built) == 2 * n  # not built again
+    load(config("mlp", {"hidden": [33]}))  # another spec: checked
+    assert len(built) == 3 * n
+    for _ in range(2):  # a failure is never remembered
+        with pytest.raises(nc.ConfigError, match="architectures.mine.kwargs.depth"):
+            load(config("mlp", {"depth": 3}))
+        verdicts.remember()
+    count = len(built)
+    for _ in range(2):  # a user's model: its code is not the library's, so checked every time
+        load(config("user_nets:good", {}))
+        verdicts.remember()
+    assert len(built) == count + 2 * n
+
+
 def test_per_architecture_settings_merge_over_study_and_global_defaults():
     cfg = default_config()
     cfg["nad_pairs"]["train_per_arch"] = {"lenet": {"epochs": 3, "lr_max": 0.05}}

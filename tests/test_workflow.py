@@ -467,12 +467,15 @@ def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_pa
 
 def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
     """The run machinery starts from Snakemake's onstart: a dry run, --lint, --summary,
-    --list-rules, --unlock and --report leave nadpipe's state (.nadpipe) and the results as
-    they were, start no job server and take no lock; a run of one job takes the lock."""
+    --list-rules, --unlock and --report leave nadpipe's state (.nadpipe), its model-check cache
+    and the results as they were, start no job server and take no lock; a run of one job takes
+    the lock."""
     from nadpipe.runner.runs import LOCK, holder
 
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
+    cache = tmp_path / "cache"  # where the model checks that passed are remembered
+    env = {**os.environ, "NADPIPE_CACHE": str(cache)}
 
     def state() -> dict[str, tuple[int, int]]:
         return {
@@ -491,16 +494,18 @@ def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
         ("--report", "report.html"),
         ("-n", "--cores", "1", "--forcerun", "plot"),  # a dry run with work to plan
     ):
-        res = snakemake(copy, *args, check=False)
+        res = snakemake(copy, *args, check=False, env=env)
         assert res.returncode == 0, (args, res.stderr[-2000:])
         assert state() == before, args
-        assert not (copy / ".nadpipe").exists(), args
+        assert not (copy / ".nadpipe").exists() and not cache.exists(), args
     assert (copy / "report.html").stat().st_size > 100_000  # --report did its own work
     # a run that executes a job starts the machinery at onstart: its lock names it
-    snakemake(copy, "--cores", "1", "--forcerun", "plot_nads")
+    snakemake(copy, "--cores", "1", "--forcerun", "plot_nads", env=env)
     held, last = holder(str(copy / LOCK))
     assert held is None and "--forcerun plot_nads" in last
     assert (copy / ".nadpipe/worker.log").exists()
+    # and remembers its model checks: the MLP with kwargs, for training and for its NADs
+    assert len(list((cache / "model-checks").iterdir())) == 2
 
 
 def test_a_deleted_intermediate_is_rebuilt_as_the_readme_says(run, tmp_path):

@@ -148,12 +148,18 @@ def _check_protocols(study: str, s: StudySettings) -> None:
 
 def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
     """Raise ConfigError naming architectures.NAME.model (or .kwargs) when the model cannot
-    run as nadpipe runs it on `spec`'s inputs."""
+    run as nadpipe runs it on `spec`'s inputs (a registry model that passed before is not built
+    again: nadpipe.verdicts)."""
+    from .. import verdicts
+
+    if verdicts.known(spec):
+        return
     from ..models import KwargsError, ModelError
     from ..models import check_model as run_check
 
     try:
         run_check(spec)
+        verdicts.passed(spec)
     except KwargsError as e:
         key = f"architectures.{name}.kwargs" + (f".{e.key}" if e.key else "")
         raise ConfigError(f"config key {key!r}: {e}") from e

@@ -6,7 +6,8 @@
   in this directory (runs.check), plans the GPU slot pool (slots) and the cells trained together
   (batches), and hands the jobs where they compute through the environment;
 - `start`, Snakemake's onstart, which only a run that executes jobs reaches: takes the run lock,
-  writes the batch manifests, starts the warm job server (worker);
+  writes the batch manifests, remembers the model checks that passed (nadpipe.verdicts), starts
+  the warm job server (worker);
 - `end`, Snakemake's onsuccess / onerror, and the "nothing to do" summary of a run that had no
   job: the outputs, what they show, every warning.
 So no list of Snakemake's options says which commands run jobs: Snakemake's hooks do.
@@ -86,9 +87,13 @@ class Run:
 
     def start(self) -> None:
         """Snakemake's onstart: this command executes jobs. Hold the run lock, write the batch
-        manifests before any job, start the warm job server."""
+        manifests before any job, remember the model checks that passed, start the warm job
+        server."""
+        from .. import verdicts
+
         runs.take_lock()
         batches.write_manifests(self.plan.train_cells(), self.chunks)
+        verdicts.remember()
         if self.warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
             from . import worker
 
