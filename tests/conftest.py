@@ -83,3 +83,39 @@ def micro_on_cpu(micro_plan, tmp_path_factory):
     from nadpipe.backend import Backend
 
     return run_every_job(micro_plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))
+
+
+@pytest.fixture
+def train_here(monkeypatch, caplog):
+    """Train a job to its end in this process (helpers.kill_mid_epoch kills its twin in a
+    process of its own), on one thread, in `cwd`, with its backend in the environment as a job
+    gets it; returns what it said."""
+    import logging
+    from contextlib import nullcontext
+
+    from standin import standin
+
+    from nadpipe.backend import ENV
+    from nadpipe.jobs import train_job
+
+    def train(job, outs, cwd, backend=None) -> str:
+        monkeypatch.chdir(cwd)  # a batch's manifest, lock and checkpoint: .nadpipe/ there
+        if backend is None:
+            monkeypatch.delenv(ENV, raising=False)
+        else:
+            monkeypatch.setenv(ENV, backend.to_env())
+        threads = torch.get_num_threads()
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        torch.set_num_threads(1)
+        caplog.clear()
+        caplog.set_level(logging.INFO, logger="nadpipe")
+        try:
+            on_standin = backend is not None and backend.device == "standin"
+            with standin() if on_standin else nullcontext():
+                train_job(job, None, *outs)
+        finally:
+            torch.set_num_threads(threads)
+            torch.use_deterministic_algorithms(deterministic)  # as the rest of the suite has it
+        return caplog.text
+
+    return train

@@ -3,8 +3,11 @@ suggests, exactly as printed), and every job of the micro study in-process. Test
 from here, never from each other."""
 
 import json
+import os
+import pickle
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +117,63 @@ def run_every_job(plan: Plan, out, backend: Backend) -> dict:
     train_job(ensemble, nad["mlp"], *outs, backend)
     found["weights ensemble"] = [load_torch(p) for p in outs[0]]
     return found
+
+
+# A training job as the workflow's script runs it, in a process of its own, and the same on the
+# stand-in accelerator (tests/standin.py, registered before the job reads its backend).
+JOB = """
+import pickle, sys
+from nadpipe.jobs import train_job
+train_job(*pickle.load(open(sys.argv[1], "rb")))
+"""
+JOB_STANDIN = f"""
+import pickle, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from standin import standin
+from nadpipe.jobs import train_job
+with standin():
+    train_job(*pickle.load(open(sys.argv[1], "rb")))
+"""
+# Prepended to it: the job kills itself with SIGKILL at the first optimizer step after it has
+# written the checkpoint of epoch KILL_AFTER, i.e. in the middle of the next epoch, its weights
+# already moved past the checkpoint. A real kill at a point that no timing decides (the tests
+# polled the checkpoint, and a fast training could end before the kill).
+KILL_AFTER = 3
+KILLED_MID_EPOCH = f"""
+import os, signal
+from torch.optim.optimizer import register_optimizer_step_post_hook
+import nadpipe.train
+_save, _armed = nadpipe.train.save_torch, []
+
+
+def _save_and_arm(state, path):
+    _save(state, path)
+    if state.get("done") == {KILL_AFTER}:
+        _armed.append(path)
+
+
+nadpipe.train.save_torch = _save_and_arm
+register_optimizer_step_post_hook(lambda *_: _armed and os.kill(os.getpid(), signal.SIGKILL))
+"""
+
+
+def kill_mid_epoch(job, outs: tuple[list[str], list[str]], cwd: Path, backend=None) -> str:
+    """Train `job` (its outputs `outs`: models, records) in a process of its own, started in
+    `cwd` on one thread with `backend` in its environment as the Snakefile hands it, until it
+    kills itself in epoch KILL_AFTER + 1; returns what it said."""
+    from nadpipe.backend import ENV
+
+    args = Path(outs[0][0]).with_suffix(".args.pkl")
+    args.write_bytes(pickle.dumps((job, None, *outs)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread, as the runs it is compared with
+    if backend is not None:
+        env[ENV] = backend.to_env()
+    code = JOB_STANDIN if backend is not None and backend.device == "standin" else JOB
+    res = subprocess.run([sys.executable, "-c", KILLED_MID_EPOCH + code, str(args)], cwd=cwd,
+                         env=env, capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr
+    assert not os.path.exists(outs[0][0])  # no result written
+    return res.stdout + res.stderr
 
 
 MEASURED = ["accuracy", "loss", "reliance_deg", "margin_v1", "jacobian_norm_test"]

@@ -3,19 +3,14 @@ siblings with it; each sibling's job then claims its result; the results equal t
 cell alone up to float rounding; a killed batch resumes."""
 
 import json
-import os
-import pickle
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
 from conftest import SCHEMA
+from helpers import KILL_AFTER, kill_mid_epoch
 
 from nadpipe import config as nc
-from nadpipe.backend import ENV, Backend
+from nadpipe.backend import Backend
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
 from nadpipe.jobs import train_job
@@ -104,44 +99,24 @@ def test_only_stale_siblings_join_a_batch(plan, tmp_path):
     assert "trained with 1 sibling cell(s)" in said
 
 
-JOB = """
-import pickle, sys
-from nadpipe.jobs import train_job
-train_job(*pickle.load(open(sys.argv[1], "rb")))
-"""
-
-
-def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path):
+def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path, train_here):
     job = plan.train_job("fourier", "mlp", "f0_0", (0,))
     job = type(job)(**{**job.__dict__, "train": type(job.train)(
-        **{**job.train.__dict__, "epochs": 30})})  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", ENV: Backend(device="cpu", batch_cells=4).to_env()}
-
-    def start(run, fresh=True):
-        (tmp_path / run).mkdir(exist_ok=not fresh)
-        outs = [str(tmp_path / run / "m.pt")], [str(tmp_path / run / "m.json")]
-        (tmp_path / f"{run}.pkl").write_bytes(pickle.dumps((job, None, *outs)))
-        cmd = [sys.executable, "-c", JOB, str(tmp_path / f"{run}.pkl")]
-        return subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
-
-    # the manifest lists the 3-epoch jobs: give this job's batch its own (one cell) manifest
+        **{**job.train.__dict__, "epochs": 6})})  # fmt: skip
+    backend = Backend(device="cpu", batch_cells=4)
+    # the manifest lists the 1-epoch jobs: give this job's batch its own (one cell) manifest
     batches.write_manifests([(job, "m.pt", "m.json")])
-    proc = start("killed")
+    outs = {}
+    for run in ("killed", "whole"):
+        (tmp_path / run).mkdir()
+        outs[run] = [str(tmp_path / run / "m.pt")], [str(tmp_path / run / "m.json")]
+    kill_mid_epoch(job, outs["killed"], tmp_path, backend)
     # a batch of one trains alone: its checkpoint beside its model
     ckpts = lambda: list((tmp_path / "killed").glob("*.ckpt"))  # noqa: E731
-    deadline = time.time() + 120
-    while not (ckpts() and load_torch(ckpts()[0])["done"] >= 3) and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert 3 <= load_torch(ckpts()[0])["done"] < 30
-    resumed = start("killed", fresh=False)
-    out, _ = resumed.communicate()
-    assert resumed.returncode == 0 and "resuming from" in out, out
+    assert load_torch(ckpts()[0])["done"] == KILL_AFTER
+    assert "resuming from" in train_here(job, outs["killed"], tmp_path, backend)
     assert not ckpts()  # removed once the outputs were written
-    whole = start("whole")
-    whole.communicate()
+    train_here(job, outs["whole"], tmp_path, backend)
     a, b = load_torch(tmp_path / "killed/m.pt"), load_torch(tmp_path / "whole/m.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
 

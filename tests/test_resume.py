@@ -5,18 +5,14 @@ settings is discarded with one line saying why, and the training starts from scr
 import glob
 import json
 import os
-import pickle
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import standin  # noqa: F401 -- registers the stand-in device
 import torch
+from helpers import KILL_AFTER, kill_mid_epoch
 
-from nadpipe.backend import ENV, Backend
+from nadpipe.backend import Backend
 from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
 from nadpipe.runner import batches
@@ -24,21 +20,6 @@ from nadpipe.settings import ModelSpec, Shape, TrainSettings
 from nadpipe.studies import DataSpec
 from nadpipe.train import stackable
 
-JOB = """
-import pickle, sys
-from nadpipe.jobs import train_job
-train_job(*pickle.load(open(sys.argv[1], "rb")))
-"""
-# the same on the stand-in accelerator (tests/standin.py), registered before the job reads its
-# backend
-JOB_STANDIN = f"""
-import pickle, sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
-from standin import standin
-from nadpipe.jobs import train_job
-with standin():
-    train_job(*pickle.load(open(sys.argv[1], "rb")))
-"""
 SHAPE = Shape(1, 32, 32)
 
 
@@ -73,30 +54,6 @@ def _outs(tmp_path, run, n):
     return [str(out / f"m{k}.pt") for k in range(n)], [str(out / f"m{k}.json") for k in range(n)]
 
 
-def _start(tmp_path, job, outs, backend=None):
-    args = tmp_path / f"args_{time.monotonic_ns()}.pkl"
-    args.write_bytes(pickle.dumps((job, None, *outs)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if backend is not None:  # as the Snakefile hands the gpus block to its jobs
-        env[ENV] = backend.to_env()
-    code = JOB_STANDIN if backend is not None and backend.device == "standin" else JOB
-    return subprocess.Popen(
-        [sys.executable, "-c", code, str(args)],
-        cwd=Path(outs[0][0]).parent,  # a batch's manifest, lock and checkpoint: .nadpipe/ there
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def _run(tmp_path, job, outs, backend=None):
-    proc = _start(tmp_path, job, outs, backend)
-    out, _ = proc.communicate()
-    assert proc.returncode == 0, out
-    return out
-
-
 def _epochs_done(ckpt):
     return load_torch(ckpt)["done"] if os.path.exists(ckpt) else 0
 
@@ -106,23 +63,19 @@ def _batch_checkpoint(outs) -> str:
     return found[0] if found else ""
 
 
-def _kill_mid_training(tmp_path, job, outs, backend=None):
+def _kill_mid_training(job, outs, backend=None):
+    """Train `job` until it is killed mid-epoch; the checkpoint it leaves."""
+    kill_mid_epoch(job, outs, Path(outs[0][0]).parent, backend)
+    batched = backend is not None and (backend.batch_cells or 1) > 1
     ckpt = outs[0][0] + ".ckpt"
     ckpt = ckpt if len(outs[0]) == 1 or job.model.model != "resnet18" else ckpt + ".0"
-    batched = backend is not None and (backend.batch_cells or 1) > 1
-    proc = _start(tmp_path, job, outs, backend)
-    deadline = time.time() + 120
-    while batched and not _batch_checkpoint(outs) and time.time() < deadline:
-        time.sleep(0.02)
     ckpt = _batch_checkpoint(outs) if batched else ckpt
-    while _epochs_done(ckpt) < 3 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL
-    done = _epochs_done(ckpt)
-    assert 3 <= done < job.train.epochs, "the kill must land mid-training"
-    assert not os.path.exists(outs[0][0])
+    assert _epochs_done(ckpt) == KILL_AFTER < job.train.epochs, "killed mid-training"
     return ckpt
+
+
+def _train(train_here, job, outs, backend=None) -> str:
+    return train_here(job, outs, Path(outs[0][0]).parent, backend)
 
 
 def _same_results(a, b):
@@ -172,16 +125,18 @@ def _sibling(job, outs):
         ),  # fmt: skip
     ],
 )
-def test_killed_training_resumes_and_equals_an_uninterrupted_run(tmp_path, model, seeds, backend):
+def test_killed_training_resumes_and_equals_an_uninterrupted_run(
+    tmp_path, train_here, model, seeds, backend
+):
     batched = backend is not None and backend.batch_cells
-    job = _job(model, seeds, 10 if batched else 25)  # a batch: two models, ten epochs
+    job = _job(model, seeds, 6)  # killed in epoch 4 of 6; a batch: two models
     whole, killed = _outs(tmp_path, "whole", len(seeds)), _outs(tmp_path, "killed", len(seeds))
     if batched:
         for outs in (whole, killed):
             _sibling(job, outs)
-    _run(tmp_path, job, whole, backend)
-    ckpt = _kill_mid_training(tmp_path, job, killed, backend)
-    out = _run(tmp_path, job, killed, backend)
+    _train(train_here, job, whole, backend)
+    ckpt = _kill_mid_training(job, killed, backend)
+    out = _train(train_here, job, killed, backend)
     assert "resuming from" in out
     if backend is not None and backend.device != "cpu":
         assert json.load(open(killed[1][0]))["device"] != "cpu"
@@ -192,35 +147,35 @@ def test_killed_training_resumes_and_equals_an_uninterrupted_run(tmp_path, model
 
 
 @pytest.mark.parametrize("seeds", [[0], [0, 1]], ids=["one model", "seed ensemble"])
-def test_a_checkpoint_for_other_data_is_discarded(tmp_path, seeds):
+def test_a_checkpoint_for_other_data_is_discarded(tmp_path, train_here, seeds):
     # interrupt a real training, change sigma, run again: the result is a clean run's with the
     # new sigma, not a run resumed on the old data
     killed = _outs(tmp_path, "killed", len(seeds))
-    _kill_mid_training(tmp_path, _job("mlp", seeds, 25, sigma=1.0), killed)
-    changed = _job("mlp", seeds, 25, sigma=2.0)
-    out = _run(tmp_path, changed, killed)
+    _kill_mid_training(_job("mlp", seeds, 6, sigma=1.0), killed)
+    changed = _job("mlp", seeds, 6, sigma=2.0)
+    out = _train(train_here, changed, killed)
     assert "discarding checkpoint" in out and "written for other data" in out
     assert "resuming" not in out
     clean = _outs(tmp_path, "clean", len(seeds))
-    _run(tmp_path, changed, clean)
+    _train(train_here, changed, clean)
     _same_results(clean, killed)
 
 
-def test_a_checkpoint_for_another_model_is_discarded_without_error(tmp_path):
+def test_a_checkpoint_for_another_model_is_discarded_without_error(tmp_path, train_here):
     # change an MLP's hidden width: no size mismatch, a clean retrain
     killed = _outs(tmp_path, "killed", 1)
-    _kill_mid_training(tmp_path, _job("mlp", [0], 25, kwargs={"hidden": [64]}), killed)
-    wider = _job("mlp", [0], 25, kwargs={"hidden": [96]})
-    out = _run(tmp_path, wider, killed)
+    _kill_mid_training(_job("mlp", [0], 6, kwargs={"hidden": [64]}), killed)
+    wider = _job("mlp", [0], 6, kwargs={"hidden": [96]})
+    out = _train(train_here, wider, killed)
     assert "discarding checkpoint" in out and "written for other model" in out
     clean = _outs(tmp_path, "clean", 1)
-    _run(tmp_path, wider, clean)
+    _train(train_here, wider, clean)
     _same_results(clean, killed)
 
 
-def test_a_checkpoint_of_other_settings_or_format_is_ignored(tmp_path):
+def test_a_checkpoint_of_other_settings_or_format_is_ignored(tmp_path, train_here):
     outs = _outs(tmp_path, "a", 1)
     torch.save({"settings": {"epochs": 99}, "seed": 0, "history": []}, outs[0][0] + ".ckpt")
-    out = _run(tmp_path, _job("mlp", [0], 3), outs)
+    out = _train(train_here, _job("mlp", [0], 3), outs)
     assert "discarding checkpoint" in out
     assert len(json.load(open(outs[1][0]))["history"]) == 3
