@@ -38,6 +38,25 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 LONGEST_FIRST = ("test_workflow.py", "test_cifar.py", "test_slurm.py", "test_resume.py")
 
 
+# the tests that need Debian packages a bare machine lacks (tests/system_packages.py), and the
+# session's background install of them
+NEED_PACKAGES = ("test_slurm.py", "test_workflow.py", "test_docs.py")
+APT = pytest.StashKey["subprocess.Popen | None"]()
+
+
+def pytest_configure(config):
+    """In the process that starts the test processes (before it starts them): install the
+    Debian packages the asked tests need in the background, when this machine lacks them."""
+    if hasattr(config, "workerinput"):
+        return
+    tests = Path(__file__).parent
+    asked = [(config.invocation_params.dir / a.split("::")[0]).resolve() for a in config.args]
+    if any(tests.is_relative_to(a) or a.name in NEED_PACKAGES for a in asked):
+        from system_packages import start_background_install
+
+        config.stash[APT] = start_background_install(Path(tempfile.gettempdir()))
+
+
 def pytest_collection_modifyitems(items):
     def rank(item):
         name = item.path.name

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 from helpers import snakemake_command
+from system_packages import wait_for_background_install
 
 SCRIPT = REPO / "tests" / "slurm" / "local_slurm.sh"
 
@@ -19,6 +20,7 @@ SCRIPT = REPO / "tests" / "slurm" / "local_slurm.sh"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
+    wait_for_background_install()  # the session's, started when it began (a bare machine)
     res = subprocess.run(
         ["bash", str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=900
     )

@@ -15,6 +15,9 @@ FLAGS = [
 
 
 def ensure_installed() -> tuple[str, str]:
+    from system_packages import wait_for_background_install
+
+    wait_for_background_install()  # the session's, started when it began (a bare machine)
     found = shutil.which("chromium"), shutil.which("chromedriver")
     if all(found):
         return found
