@@ -4,24 +4,21 @@ import os
 import tempfile
 from pathlib import Path
 
-# Two test processes share two cores, and each runs torch's threads. OpenMP threads that spin
-# while they wait for work (libgomp's default) burn the core the other process needs: passive
-# waiting took the model tests from 90 s to 34-49 s of wall time and 169 to 60-71 CPU-seconds
-# (docs/tests.md). libgomp reads the setting once, when `import torch` loads it; it changes no
-# result, only how threads idle. It is put back after, so the Snakemake jobs the tests start keep
-# torch's default: the whole suite the same day used 1 801 CPU-seconds before, 1 619 with this,
-# 1 685 with the jobs passive too (wall 17.9, 17.4 and 17.1 minutes: within the day's spread).
-OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
+# Two test processes share two cores, each runs torch's threads, and each starts Snakemake runs
+# whose jobs run torch's threads too: more threads than cores. OpenMP threads that spin while they
+# wait for work (libgomp's default) burn the core another process needs. Passive waiting changes
+# no result, only how idle threads wait; libgomp reads it once, when `import torch` loads it, so
+# it is set before that, here and for every process the tests start. Measured side by side on 2
+# cores (Intel Xeon; docs/tests.md): test_cifar, test_readme, test_protocols and test_studies
+# took 228 s (425 CPU-seconds) with the jobs spinning against 136 s (245) with them passive. (A
+# real run is not oversubscribed: Snakemake gives its jobs at most --cores threads, and the
+# default study took 189 s spinning, 195 s passive.)
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import matplotlib  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402  (loads libgomp, which reads the setting above)
 
-if OMP_WAIT_POLICY is None:
-    del os.environ["OMP_WAIT_POLICY"]
-else:
-    os.environ["OMP_WAIT_POLICY"] = OMP_WAIT_POLICY
 matplotlib.use("Agg")
 torch.set_num_threads(2)
 # the model checks that passed (nadpipe.verdicts): this session's own, shared by its processes
