@@ -581,9 +581,11 @@ def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishe
 def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, tmp_path):
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
-    # a subset of the cells, in the default config's results folder (its NADs and models are
-    # there already: only the summary is made again; the file's name is what is tested)
-    (copy / "tiny.yaml").write_text("results: results\nnad_pairs: {indices: [0]}\n")
+    # a subset of the cells (LeNet's first), in the default config's results folder (its NADs and
+    # models are there already: only the summary is made again; the file's name is what is tested)
+    (copy / "tiny.yaml").write_text(
+        "results: results\nnad_pairs: {architectures: [lenet], indices: [0]}\n"
+    )
     base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
     tiny = [*base, "--configfile", "tiny.yaml", "--cores", "2"]  # as a user types it, in copy
     assert subprocess.run(tiny, cwd=copy, capture_output=True).returncode == 0
@@ -598,7 +600,8 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     assert "--configfile tiny.yaml" in given
     command(copy, given)  # typed as given, from where the run was started
     summary = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
-    assert set(summary["nad_i"]) == {0}  # tiny's study, not the default one (820f241's command)
+    # tiny's study, not the default one (820f241's command)
+    assert set(summary["nad_i"]) == {0} and set(summary["arch"]) == {"lenet"}
     assert (copy / model).read_bytes() == data
 
 
@@ -608,8 +611,9 @@ def test_configs_in_one_directory_keep_their_own_results(run, tmp_path):
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
     default = {p: p.read_bytes() for p in (copy / "results").rglob("*") if p.is_file()}
-    (copy / "other.yaml").write_text(yaml.safe_dump(
-        {"nads": {"n_networks": 24}, "nad_pairs": {"indices": [0], "train": {"epochs": 2}}}
+    (copy / "other.yaml").write_text(yaml.safe_dump(  # LeNet's cell alone: fewer jobs
+        {"nads": {"n_networks": 24},
+         "nad_pairs": {"architectures": ["lenet"], "indices": [0], "train": {"epochs": 2}}}
     ))  # fmt: skip
     other_yaml = str(copy / "other.yaml")
     res = snakemake(copy, "--cores", "2", "--configfile", other_yaml)
