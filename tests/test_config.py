@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -481,6 +482,41 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
     assert "flow sequence that starts at line 2, column 12" in str(e.value)
 
 
+def _published_stand_ins(folder: Path, bases: bool = True) -> None:
+    """Stand-ins of the NAD authors' published files, in their layout (`bases`: the NADs too)."""
+    folder.mkdir(parents=True)
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0].T if bases else 0
+    for arch in ("LeNet", "ResNet18", "DenseNet121", "VGG11") if bases else ():
+        np.save(folder / f"{arch}_NADs.npy", q.astype(np.float32))
+    columns = {c: 50.0 for c in ("acc_ln", "acc_rn", "acc_dn", "acc_vgg")}
+    pd.DataFrame({"index": range(1024), **columns}).to_csv(folder / "nads.csv", index=False)
+    xs, ys = np.meshgrid(range(16), range(16), indexing="ij")
+    pd.DataFrame({"x": xs.ravel(), "y": ys.ravel(), **columns}).to_csv(
+        folder / "dft_accuracies.csv", index=False
+    )
+
+
+def test_the_lenet_fourier_map_config_is_the_map_under_the_searched_sigma(tmp_path, monkeypatch):
+    from snakemake.utils import update_config
+
+    cfg = default_config()
+    for name in ("nad_paper", "nad_paper_lenet_fourier"):
+        update_config(cfg, yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(nc.ConfigError, match=r"no file 'data/nad_paper/dft_accuracies.csv'"):
+        load(copy.deepcopy(cfg))
+    _published_stand_ins(tmp_path / "data" / "nad_paper", bases=False)  # the map needs no NADs
+    loaded = load(cfg)
+    plan = Plan(loaded)
+    assert not loaded.studies["single_direction"].enabled and plan.nad_architectures() == []
+    cells = plan.cells("fourier")
+    assert len(cells) == 256 and {c.arch for c in cells} == {"lenet"}  # the 16 x 16 map
+    data = dict(plan.data_spec("fourier", "lenet", cells[0].variant, 0).settings)
+    assert data["sigma"] == 0.5 and data["eps"] == 0.5 and data["n_train"] == 10000
+    job = plan.train_job("fourier", "lenet", cells[0].variant, (0,))
+    assert (job.train.epochs, job.train.lr_max, job.train.momentum) == (20, 0.5, 0.0)
+
+
 def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
     tmp_path, monkeypatch
 ):
@@ -492,17 +528,7 @@ def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(nc.ConfigError, match=r"no file 'data/nad_paper/"):
         load(copy.deepcopy(cfg))  # stops before any job: the published data are not shipped
-    folder = tmp_path / "data" / "nad_paper"  # stand-ins of the authors' files, their layout
-    folder.mkdir(parents=True)
-    q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0].T
-    for arch in ("LeNet", "ResNet18", "DenseNet121", "VGG11"):
-        np.save(folder / f"{arch}_NADs.npy", q.astype(np.float32))
-    columns = {c: 50.0 for c in ("acc_ln", "acc_rn", "acc_dn", "acc_vgg")}
-    pd.DataFrame({"index": range(1024), **columns}).to_csv(folder / "nads.csv", index=False)
-    xs, ys = np.meshgrid(range(16), range(16), indexing="ij")
-    pd.DataFrame({"x": xs.ravel(), "y": ys.ravel(), **columns}).to_csv(
-        folder / "dft_accuracies.csv", index=False
-    )
+    _published_stand_ins(tmp_path / "data" / "nad_paper")
     plan = Plan(load(cfg))
     cells = plan.cells("single_direction")
     assert len(cells) == 8 * 14 * 9  # architectures x indices x protocols
