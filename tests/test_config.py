@@ -472,6 +472,19 @@ def test_a_fourier_grid_larger_than_the_image_is_refused():
     )
     cfg["fourier"]["size"] = 32  # the largest it says
     assert len(Plan(load(cfg)).cells("fourier")) == 32 * 32
+    # a step of 2 cycles per image: 16 x 2 spans the whole band of 32 pixels, 16 x 4 past it
+    cfg["fourier"].update({"size": 16, "step": 4, "layout": "centered"})
+    with pytest.raises(nc.ConfigError) as e:
+        load(cfg)
+    assert str(e.value).startswith(
+        "config key 'fourier.step': 4 is greater than the maximum of 2 for fourier.size 16 "
+        "(lenet's inputs are 1x32x32: size x step = 64 frequencies along an axis"
+    )
+    cfg["fourier"]["step"] = 2  # the largest it says
+    plan = Plan(load(cfg))
+    assert {c.variant for c in plan.cells("fourier")} == {
+        f"f{a}_{b}" for a in range(-16, 16, 2) for b in range(-16, 16, 2)
+    }
 
 
 def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):

@@ -257,3 +257,19 @@ def test_nad_band_figure_puts_each_model_against_each_band(tmp_path):
     assert ax.images[0].get_clim() == (0, 100)
     assert fig.axes[1].get_ylabel() == "test accuracy (%)"
     assert mpimg.imread(tmp_path / "b.png").std() > 0.05
+
+
+def test_a_fourier_map_with_a_step_draws_each_cell_one_step_wide(tmp_path):
+    # fourier.step 2 (the NAD paper's map): frequencies -2 and 0; at 0.6 a model did not learn
+    rows = [
+        dict(arch="lenet", seed=0, split="test", protocol=None, freq_a=a, freq_b=b, eps=0.5,
+             sigma=0.5, accuracy=0.5 if (a, b) == (0, -2) else 0.9,
+             outcome="did not learn" if (a, b) == (0, -2) else "learned")
+        for a in (-2, 0) for b in (-2, 0)
+    ]  # fmt: skip
+    fig = plots.fourier_figure(pd.DataFrame(rows), "lenet", str(tmp_path / "f.png"))
+    ax = fig.axes[0]
+    assert ax.images[0].get_extent() == [-3.0, 1.0, 1.0, -3.0]  # two cells of width 2 each way
+    (hatched,) = [p for p in ax.patches if p.get_hatch()]
+    assert (hatched.get_x(), hatched.get_y(), hatched.get_width()) == (-3.0, -1.0, 2.0)
+    assert "cycles per image" in ax.get_xlabel()

@@ -37,6 +37,10 @@ def test_a_published_curve_and_map_are_read_in_the_studys_terms(tmp_path):
     dft.to_csv(tmp_path / "dft.csv", index=False)
     grid = read(Reference(str(tmp_path / "dft.csv"), "acc", offset=-8), "fourier", "k")
     assert grid.loc[(-8, 3)] == pytest.approx(50.0) and grid.loc[(7, 0)] == pytest.approx(65.0)
+    # ... whose cell x is the frequency 2 (x - 8): in cycles per image with scale 2
+    grid = read(Reference(str(tmp_path / "dft.csv"), "acc", offset=-8, scale=2), "fourier", "k")
+    assert grid.loc[(-16, 6)] == pytest.approx(50.0) and grid.loc[(14, 0)] == pytest.approx(65.0)
+    assert set(grid.index.get_level_values(0)) == set(range(-16, 16, 2))
     # a headerless size x size map, in the study's layout
     np.savetxt(tmp_path / "map.csv", np.arange(4.0).reshape(2, 2) + 60, delimiter=",")
     m = read(Reference(str(tmp_path / "map.csv")), "fourier", "k", axis=[-1, 0])
@@ -214,6 +218,8 @@ FAULTS = {  # name -> (the CSV's rows, the Reference's settings, what the messag
                        r"nads.csv: no cell in common with .*\(it has 0, 1000; the reference 3, 4"),
     "offset": ({"index": [0, 1000], "acc": [90, 80]}, {"offset": -8},
                r"'offset' does not apply to a single_direction reference"),
+    "scale": ({"index": [0, 1000], "acc": [90, 80]}, {"scale": 2},
+              r"'scale' does not apply to a single_direction reference"),
 }  # fmt: skip
 
 

@@ -288,7 +288,7 @@ def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
     study = args.study
     if study is None:
         return None, {}
-    ref = Reference(path, column, args.index, args.a, args.b, args.offset)
+    ref = Reference(path, column, args.index, args.a, args.b, args.offset, args.scale)
     try:
         return study, {"": read(ref, study, "--column" if column else path)}
     except ReferenceError as e:
@@ -584,6 +584,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--b", default="y", help="a CSV's frequency-b column (default y)")
     c.add_argument("--offset", type=int, default=0, help="added to a CSV's frequencies (-8 for "
                    "the NAD paper's dft_accuracies.csv)")  # fmt: skip
+    c.add_argument("--scale", type=int, default=1, help="multiplies a CSV's frequencies after "
+                   "--offset, into cycles per image (2 for dft_accuracies.csv)")  # fmt: skip
     c.add_argument("--json", action="store_true", help=as_json)
     c = command(
         "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor

@@ -402,12 +402,19 @@ def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     return _save(fig, output)
 
 
+def _step(values: np.ndarray) -> float:
+    """The spacing of a map's frequencies (fourier.step; 1 for a single one)."""
+    gaps = np.diff(np.unique(values))
+    return float(gaps.min()) if len(gaps) else 1.0
+
+
 def _map(ax, grid: pd.DataFrame, title: str):
     a, b = grid.index.to_numpy(), grid.columns.to_numpy()
-    extent = (b.min() - 0.5, b.max() + 0.5, a.max() + 0.5, a.min() - 0.5)
+    ha, hb = _step(a) / 2, _step(b) / 2  # a cell is one step wide
+    extent = (b.min() - hb, b.max() + hb, a.max() + ha, a.min() - ha)
     im = ax.imshow(grid.to_numpy(float), vmin=50, vmax=100, cmap="viridis", extent=extent)
-    ax.set_xlabel("frequency b (along columns)")
-    ax.set_ylabel("frequency a (along rows)")
+    ax.set_xlabel("frequency b (cycles per image, along columns)")
+    ax.set_ylabel("frequency a (cycles per image, along rows)")
     ax.set_title(title, fontsize=8)
     return im
 
@@ -435,10 +442,12 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
             dead = rows.assign(dead=rows["outcome"] == "did not learn").pivot_table(
                 index="freq_a", columns="freq_b", values="dead", aggfunc="max"
             )
+            sa, sb = _step(grid.index.to_numpy()), _step(grid.columns.to_numpy())
             for (fa, fb), d in dead.stack().items():
                 if d:  # lightly, so that the map stays readable
-                    ax.add_patch(Rectangle((fb - 0.5, fa - 0.5), 1, 1, fill=False, hatch="//",
-                                           edgecolor="lightgrey", linewidth=0))  # fmt: skip
+                    cell = Rectangle((fb - sb / 2, fa - sa / 2), sb, sa, fill=False, hatch="//",
+                                     edgecolor="lightgrey", linewidth=0)  # fmt: skip
+                    ax.add_patch(cell)
                     dead_any = True
     fig.colorbar(im, ax=list(axes[0]), label="test accuracy (%)")
     if dead_any:

@@ -88,9 +88,9 @@ def _unused(ref: Reference, study: str, key: str) -> None:
     """Refuse a setting that the study (or a headerless map) would ignore."""
     default = Reference()
     two = len(keys(study)) == 2
-    unused = [] if two else ["a", "b", "offset"]
+    unused = [] if two else ["a", "b", "offset", "scale"]
     unused += ["index"] if two or ref.column is None else []
-    unused += ["a", "b", "offset"] if ref.column is None else []
+    unused += ["a", "b", "offset", "scale"] if ref.column is None else []
     for name in dict.fromkeys(unused):
         if getattr(ref, name) != getattr(default, name):
             what = "a headerless map" if ref.column is None else f"a {study} reference"
@@ -135,7 +135,9 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
         )
     if table.empty:
         raise ReferenceError(f"{where} has no rows")
-    values = [_whole(table, c, where) + (ref.offset if len(columns) == 2 else 0) for c in columns]
+    values = [_whole(table, c, where) for c in columns]
+    if len(columns) == 2:  # the table's map coordinates as frequencies, in cycles per image
+        values = [(v + ref.offset) * ref.scale for v in values]
     index = pd.MultiIndex.from_arrays(values, names=keys(study))
     if len(columns) == 1:
         index = index.get_level_values(0)

@@ -332,6 +332,7 @@ class Reference:
     a: str = "x"  # fourier: the columns of the frequencies a (rows) and b (columns)
     b: str = "y"
     offset: int = 0  # fourier: added to a and b (the NAD paper's dft_accuracies.csv: -8)
+    scale: int = 1  # fourier: a and b multiplied by it after the offset (dft_accuracies.csv: 2)
 
 
 @dataclass(frozen=True)
@@ -354,7 +355,8 @@ class FourierSettings(StudySettings):
 
     architectures: tuple[str, ...] = ("lenet", "lenet_nopool")
     size: int = 16  # size x size frequencies, one training each
-    layout: str = "grid"  # "grid": a, b = 0..size-1; "centered": -size/2..size/2-1
+    layout: str = "grid"  # "grid": a, b = 0..size-1; "centered": -size/2..size/2-1 (times step)
+    step: int = 1  # cycles per image between neighbouring cells (the NAD paper's map: 2)
     eps: float = 0.5
     sigma: float = 3.0
     n_train: int = 10000

@@ -453,9 +453,10 @@ class Fourier(Study):
         "accuracy": Figure(
             "fourier_figure",
             "{arch} trained on one D(v), v = the real 2-D DFT direction of frequency (a, b) "
-            "(x = ε·y·v + w): mean test accuracy over seeds for each frequency, on the grid "
-            "the config asks for (fourier.layout: grid, a, b = 0…size−1; centered, the zero "
-            "frequency in the middle as the NAD paper draws it).",
+            "(x = ε·y·v + w), a and b in cycles per image: mean test accuracy over seeds for "
+            "each frequency, on the grid the config asks for (fourier.layout: grid, a, b = "
+            "0…size−1; centered, the zero frequency in the middle as the NAD paper draws it; "
+            "each times fourier.step).",
         )
     }
 
@@ -467,6 +468,13 @@ class Fourier(Study):
                 f"({arch}'s inputs are {shape}: a frequency past {top - 1} is a lower one again, "
                 f"e.g. f{top}_0 is the direction of f0_0)"
             )
+        if s.size * s.step > top:
+            return (
+                f"config key 'fourier.step': {s.step} is greater than the maximum of "
+                f"{top // s.size} for fourier.size {s.size} ({arch}'s inputs are {shape}: "
+                f"size x step = {s.size * s.step} frequencies along an axis, past {top} they "
+                f"are lower ones again; or a size of at most {top // s.step} for this step)"
+            )
         return None
 
     def variants(self, s: FourierSettings) -> list[Frequency]:
@@ -475,12 +483,14 @@ class Fourier(Study):
 
     def describe_grid(self, s: dict) -> str:
         what = "a, b = 0…size−1" if s["layout"] == "grid" else "the zero frequency centred"
-        return f"{s['size']} x {s['size']} frequencies ({what})"
+        step = s.get("step", 1)
+        every = f", every {step} cycles per image" if step != 1 else ""
+        return f"{s['size']} x {s['size']} frequencies ({what}{every})"
 
     def reference_axis(self, s: FourierSettings) -> list[int]:
-        """The frequencies along a and b."""
+        """The frequencies along a and b, in cycles per image."""
         lo = 0 if s.layout == "grid" else -(s.size // 2)
-        return list(range(lo, lo + s.size))
+        return [s.step * k for k in range(lo, lo + s.size)]
 
     def build(self, spec: DataSpec, vectors: None) -> Splits:
         from .data import dv_splits, fourier_direction
