@@ -373,8 +373,8 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     )
     fourier = pd.read_parquet(tmp_path / "results-reduced/fourier/summary.parquet")
     assert set(zip(fourier["freq_a"], fourier["freq_b"], strict=True)) == {
-        (-1, -1), (-1, 0), (0, -1), (0, 0)
-    }  # fmt: skip  # the centred grid: the zero frequency in the middle
+        (-2, -2), (-2, 0), (0, -2), (0, 0)
+    }  # fmt: skip  # the centred grid, the zero frequency in the middle, the map's step 2 apart
     img = mpimg.imread(tmp_path / "results-reduced/fourier/plots/accuracy_lenet.png")
     assert img.std() > 0.05
     # the NAD file replaced in place by another basis, its time stamp kept (cp -p): every
