@@ -375,6 +375,8 @@ def test_the_nad_paper_config_runs_at_a_reduced_size_with_a_basis_file(tmp_path)
     assert set(zip(fourier["freq_a"], fourier["freq_b"], strict=True)) == {
         (-2, -2), (-2, 0), (0, -2), (0, 0)
     }  # fmt: skip  # the centred grid, the zero frequency in the middle, the map's step 2 apart
+    landing = (tmp_path / "results-reduced/report/landing.rst").read_text()
+    assert "2 x 2 frequencies (the zero frequency centred, every 2 cycles per image)" in landing
     img = mpimg.imread(tmp_path / "results-reduced/fourier/plots/accuracy_lenet.png")
     assert img.std() > 0.05
     # the NAD file replaced in place by another basis, its time stamp kept (cp -p): every

@@ -476,14 +476,19 @@ def test_a_fourier_grid_larger_than_the_image_is_refused():
     cfg["fourier"].update({"size": 16, "step": 4, "layout": "centered"})
     with pytest.raises(nc.ConfigError) as e:
         load(cfg)
-    assert str(e.value).startswith(
+    assert str(e.value) == (
         "config key 'fourier.step': 4 is greater than the maximum of 2 for fourier.size 16 "
-        "(lenet's inputs are 1x32x32: size x step = 64 frequencies along an axis"
+        "(lenet's inputs are 1x32x32: size x step = 64 frequencies along an axis, past 32 they "
+        "are lower ones again; or a size of at most 8 for this step)"
     )
     cfg["fourier"]["step"] = 2  # the largest it says
     plan = Plan(load(cfg))
     assert {c.variant for c in plan.cells("fourier")} == {
         f"f{a}_{b}" for a in range(-16, 16, 2) for b in range(-16, 16, 2)
+    }
+    cfg["fourier"].update({"size": 8, "step": 4})  # or the size it says for the step
+    assert {c.variant for c in Plan(load(cfg)).cells("fourier")} == {
+        f"f{a}_{b}" for a in range(-16, 16, 4) for b in range(-16, 16, 4)
     }
 
 

@@ -402,15 +402,20 @@ def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     return _save(fig, output)
 
 
-def _step(values: np.ndarray) -> float:
-    """The spacing of a map's frequencies (fourier.step; 1 for a single one)."""
-    gaps = np.diff(np.unique(values))
-    return float(gaps.min()) if len(gaps) else 1.0
+def _cell(grid: pd.DataFrame) -> tuple[float, float]:
+    """A map cell's height and width: the spacing of its frequencies a and b (fourier.step;
+    1 along an axis with a single frequency)."""
+
+    def spacing(values) -> float:
+        gaps = np.diff(np.unique(values))
+        return float(gaps.min()) if len(gaps) else 1.0
+
+    return spacing(grid.index), spacing(grid.columns)
 
 
 def _map(ax, grid: pd.DataFrame, title: str):
     a, b = grid.index.to_numpy(), grid.columns.to_numpy()
-    ha, hb = _step(a) / 2, _step(b) / 2  # a cell is one step wide
+    ha, hb = (side / 2 for side in _cell(grid))  # a cell is one step wide
     extent = (b.min() - hb, b.max() + hb, a.max() + ha, a.min() - ha)
     im = ax.imshow(grid.to_numpy(float), vmin=50, vmax=100, cmap="viridis", extent=extent)
     ax.set_xlabel("frequency b (cycles per image, along columns)")
@@ -442,7 +447,7 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
             dead = rows.assign(dead=rows["outcome"] == "did not learn").pivot_table(
                 index="freq_a", columns="freq_b", values="dead", aggfunc="max"
             )
-            sa, sb = _step(grid.index.to_numpy()), _step(grid.columns.to_numpy())
+            sa, sb = _cell(grid)
             for (fa, fb), d in dead.stack().items():
                 if d:  # lightly, so that the map stays readable
                     cell = Rectangle((fb - sb / 2, fa - sa / 2), sb, sa, fill=False, hatch="//",

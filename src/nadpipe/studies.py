@@ -483,8 +483,7 @@ class Fourier(Study):
 
     def describe_grid(self, s: dict) -> str:
         what = "a, b = 0…size−1" if s["layout"] == "grid" else "the zero frequency centred"
-        step = s.get("step", 1)
-        every = f", every {step} cycles per image" if step != 1 else ""
+        every = f", every {s['step']} cycles per image" if s["step"] != 1 else ""
         return f"{s['size']} x {s['size']} frequencies ({what}{every})"
 
     def reference_axis(self, s: FourierSettings) -> list[int]:
