@@ -188,6 +188,32 @@ def test_nadpipe_versus_says_what_the_summary_states(study):
         assert entry["mean_abs_diff"] == pytest.approx(row["reference_mean_abs_diff"])
 
 
+def test_nadpipe_versus_reads_a_table_s_cells_as_frequencies_with_offset_and_scale(study):
+    # a table in the layout of the NAD paper's dft_accuracies.csv: cells x, y = 0, 1
+    table = pd.DataFrame({"x": [0, 0, 1, 1], "y": [0, 1, 0, 1], "acc": [90.0, 80.0, 70.0, 60.0]})
+    table.to_csv(study / "dft.csv", index=False)
+    df = pd.read_parquet(study / "results/fourier/summary.parquet")
+    mine = df[df.split == "test"].set_index(["freq_a", "freq_b"])["accuracy"] * 100
+    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
+
+    def versus(*flags):
+        res = subprocess.run([script, "versus", "results/fourier/summary.parquet", "dft.csv",
+                              "--column-b", "acc", "--json", *flags],
+                             cwd=study, capture_output=True, text=True)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)["results"][0]
+
+    # offset -1: the cells are the frequencies -1, 0 of the study's centred 2 x 2 grid
+    shifted = versus("--offset=-1")
+    published = pd.Series([90.0, 80.0, 70.0, 60.0], index=mine.index.sort_values())
+    assert shifted["cells"] == 4
+    assert shifted["mean_abs_diff"] == pytest.approx((mine - published).abs().mean())
+    # scale 2 after the offset: -2 and 0 cycles, so only (0, 0), the table's x = y = 1, in common
+    scaled = versus("--offset=-1", "--scale=2")
+    assert scaled["cells"] == 1
+    assert scaled["mean_abs_diff"] == pytest.approx(abs(mine.loc[(0, 0)] - 60.0))
+
+
 def test_a_changed_protocol_reruns_its_cells_only(study):
     change = {"single_direction": {"protocols": {"stated": {}, "wide": {"eps": 1.5}}}}
     jobs = planned(study, change)
