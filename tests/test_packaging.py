@@ -23,7 +23,7 @@ def test_one_version_in_one_place():
 
 def test_python_floor_and_extras_match_what_is_used():
     project = PYPROJECT["project"]
-    assert project["requires-python"] == ">=3.11"  # Snakemake >= 8.10 needs it
+    assert project["requires-python"] == ">=3.11"  # Snakemake >= 9.0 needs it
     assert PYPROJECT["tool"]["ruff"]["target-version"] == "py311"
     slurm = project["optional-dependencies"]["slurm"]
     assert slurm == ["snakemake-executor-plugin-slurm>=2.0.1"]  # slurm-status-command

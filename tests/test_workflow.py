@@ -91,7 +91,7 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
         r"\d\.\d{3}, test accuracy \d\.\d{3} \(on cpu\)",
         console,
     )
-    log = (workdir / "logs/nad_pairs/train/mlp/i0_j0_s0.log").read_text()
+    log = (workdir / "results/logs/nad_pairs/train/mlp/i0_j0_s0.log").read_text()
     assert re.search(r"epoch 10/10: train loss \d\.\d{4}, train accuracy \d\.\d{4}", log)
     # the end of the run repeats every warning its jobs wrote
     tail = console.split("Warnings of this run")[1]
@@ -384,9 +384,9 @@ def test_a_corrupt_artifact_is_named_and_the_command_given_rebuilds_everything(r
     # the failed ending: said last, naming no result as made, the job's log named above it
     out = res.stdout + res.stderr
     said = out.rindex("nadpipe stopped: a job failed (its log is named above).")
-    assert out.rindex("logs/nad_pairs/evaluate/lenet/i0_j0_s0.log") < said
+    assert out.rindex("results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log") < said
     assert "nadpipe finished" not in out and "nothing to do" not in out
-    log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
+    log = (copy / "results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
     match = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)
     assert f"{model} cannot be read" in log and match
     assert match[1] == suggested(copy, "--cores", "all", "--forcerun", model)
@@ -426,16 +426,18 @@ def test_results_made_by_other_library_source_are_named_with_the_command(run, tm
 def _holding(copy: Path, first: subprocess.Popen) -> None:
     """Freeze `first` (SIGSTOP) once it holds the run lock: it holds it until it is continued,
     however fast its jobs are (no sleep decides the test)."""
-    from nadpipe.runner.runs import LOCK, holder
+    from nadpipe.paths import RUN_LOCK, at
+    from nadpipe.runner.runs import holder
 
+    lock = at(RUN_LOCK, "results")
     deadline = time.time() + 120
     while time.time() < deadline and first.poll() is None:
         first.send_signal(signal.SIGSTOP)
-        if holder(str(copy / LOCK))[0] is not None:
+        if holder(str(copy / lock))[0] is not None:
             return
         first.send_signal(signal.SIGCONT)
         time.sleep(0.05)
-    raise AssertionError(f"the first run never held {LOCK} (exit {first.poll()})")
+    raise AssertionError(f"the first run never held {lock} (exit {first.poll()})")
 
 
 def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_path):
@@ -452,8 +454,8 @@ def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_pa
             second = snakemake(copy, *args, check=False)
             out = second.stdout + second.stderr
             assert second.returncode != 0
-            said = "another run is executing jobs in this directory"
-            assert f"{said} (snakemake pid {first.pid}" in out
+            said = "another run is executing jobs that write results/, this command's results"
+            assert f"{said} folder (snakemake pid {first.pid}" in out
             assert "--rerun-incomplete" not in out and "wait for it to end" in out.lower()
             assert "Traceback" not in out
     finally:
@@ -470,7 +472,8 @@ def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
     --list-rules, --unlock and --report leave nadpipe's state (.nadpipe), its model-check cache
     and the results as they were, start no job server and take no lock; a run of one job takes
     the lock."""
-    from nadpipe.runner.runs import LOCK, holder
+    from nadpipe.paths import RUN_LOCK, at
+    from nadpipe.runner.runs import holder
 
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
@@ -498,12 +501,13 @@ def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
         assert res.returncode == 0, (args, res.stderr[-2000:])
         assert state() == before, args
         assert not (copy / ".nadpipe").exists() and not cache.exists(), args
+        assert not (copy / "results/.nadpipe").exists(), args
     assert (copy / "report.html").stat().st_size > 100_000  # --report did its own work
     # a run that executes a job starts the machinery at onstart: its lock names it
     snakemake(copy, "--cores", "1", "--forcerun", "plot_nads", env=env)
-    held, last = holder(str(copy / LOCK))
+    held, last = holder(str(copy / at(RUN_LOCK, "results")))
     assert held is None and "--forcerun plot_nads" in last
-    assert (copy / ".nadpipe/worker.log").exists()
+    assert (copy / "results/.nadpipe/worker.log").exists()
     # and remembers its model checks: the MLP with kwargs, for training and for its NADs
     assert len(list((cache / "model-checks").iterdir())) == 2
 
@@ -557,7 +561,7 @@ def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishe
     proc.wait()
     res = snakemake(copy, "--cores", "2", check=False)
     out = res.stdout + res.stderr
-    assert res.returncode != 0 and "the last run in this directory was killed" in out
+    assert res.returncode != 0 and "the last run that wrote results/ was killed" in out
     assert f"snakemake pid {proc.pid}" in out
     # Snakemake stopped on its lock: no false last line (b879b52: "nadpipe: nothing to do,
     # every result is up to date: results/nad_pairs/summary.parquet", which did not exist)
@@ -595,7 +599,7 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()
     res = subprocess.run(tiny, cwd=copy, capture_output=True, text=True)
     assert res.returncode != 0
-    log = (copy / "logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
+    log = (copy / "results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
     given = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)[1]
     assert "--configfile tiny.yaml" in given
     command(copy, given)  # typed as given, from where the run was started
@@ -709,7 +713,8 @@ def test_diverged_and_dead_trainings_are_recorded_and_never_read_as_findings(tmp
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = snakemake(tmp_path, "--cores", "1", check=False)
     assert res.returncode != 0
-    logs = "".join(p.read_text() for p in (tmp_path / "logs/nad_pairs/train/mlp").glob("*.log"))
+    train_logs = (tmp_path / "results/logs/nad_pairs/train/mlp").glob("*.log")
+    logs = "".join(p.read_text() for p in train_logs)
     assert "TrainingDiverged" in logs and "fail_on_divergence" in logs
 
 

@@ -328,6 +328,25 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+# the packages a command needs beyond the workflow's own, and how a user gets them
+NEEDED_BY = (
+    ("pygments", "snakemake --report", "pip install -e . (a dependency of nadpipe)"),
+    ("jinja2", "snakemake --report", "pip install -e . (through snakemake)"),
+    ("snakemake_executor_plugin_slurm", "snakemake --profile profiles/slurm",
+     "pip install -e '.[slurm]'"),
+)  # fmt: skip
+
+
+def missing_packages() -> list[str]:
+    """What `nadpipe doctor` says of each package a command needs that is not installed: the
+    package, the command and how to install it."""
+    import importlib.util
+
+    return [f"{module.replace('_', '-')}, which `{command}` needs: {how}"
+            for module, command, how in NEEDED_BY
+            if importlib.util.find_spec(module) is None]  # fmt: skip
+
+
 def cmd_doctor(args) -> int:
     """What a bug report needs: versions, devices, GPU slots, Slurm, CIFAR-10; with --gpu, the
     acceptance check of this machine's GPU (nadpipe.acceptance)."""
@@ -364,8 +383,9 @@ def cmd_doctor(args) -> int:
     lines.append(f"GPU jobs of a workflow here (gpus.jobs_per_gpu 1, no --resources gpu=N): "
                  f"{describe(slots)} (CUDA_VISIBLE_DEVICES {visible})")  # fmt: skip
     for pkg in ("snakemake", "snakemake-executor-plugin-slurm", "pandas", "pyarrow",
-                "matplotlib", "jsonschema"):  # fmt: skip
+                "matplotlib", "jsonschema", "pygments"):  # fmt: skip
         lines.append(f"{pkg} {_version(pkg)}")
+    lines += [f"MISSING: {line}" for line in missing_packages()]
     sinfo = shutil.which("sinfo")
     if sinfo:
         res = subprocess.run([sinfo, "--version"], capture_output=True, text=True, timeout=30)

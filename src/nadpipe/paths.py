@@ -19,6 +19,12 @@ CONFIG = "{root}/config.yaml"
 CONFIG_PAGE = "{root}/report/config.html"
 LANDING = "{root}/report/landing.rst"
 SUMMARY_TABLE = "{root}/report/summary_{study}.html"
+# what else a run writes: its jobs' logs and benchmark tables, its run lock and what it knows of
+# its config files; under the results folder, so that two configs never share them
+LOGS = "{root}/logs"
+BENCHMARKS = "{root}/benchmarks"
+RUN_LOCK = "{root}/.nadpipe/run.lock"
+OWNER = "{root}/.nadpipe/configfiles"
 
 
 def rule_path(template: str, root: str, **fixed: str) -> str:
@@ -29,6 +35,11 @@ def rule_path(template: str, root: str, **fixed: str) -> str:
     for name, value in fixed.items():
         out = out.replace("{" + name + "}", value)
     return out
+
+
+def at(template: str, root: str) -> str:
+    """`template` (with no field but `{root}`) under the results folder `root`."""
+    return template.replace("{root}", root)
 
 
 def pattern(template: str) -> str:

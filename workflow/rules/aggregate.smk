@@ -13,7 +13,7 @@ rule aggregate:
         summary=path(npath.SUMMARY),
         runs=path(npath.RUNS),
     log:
-        "logs/{study}/aggregate.log",
+        logs("{study}/aggregate.log"),
     conda:
         CONDA_ENV
     params:
@@ -35,7 +35,7 @@ rule report_summary:
             labels={"architecture": "all", "figure": "summary table"},
         ),
     log:
-        "logs/{study}/report_summary.log",
+        logs("{study}/report_summary.log"),
     conda:
         CONDA_ENV
     script:
@@ -52,7 +52,7 @@ rule resolved_config:
             labels={"architecture": "all", "figure": "config"},
         ),
     log:
-        "logs/config.log",
+        logs("config.log"),
     conda:
         CONDA_ENV
     params:
@@ -69,7 +69,7 @@ rule report_landing:
     output:
         path(npath.LANDING),
     log:
-        "logs/report_landing.log",
+        logs("report_landing.log"),
     conda:
         CONDA_ENV
     params:

@@ -30,6 +30,16 @@ def path(template, **fixed):
     return npath.rule_path(template, R, **fixed)
 
 
+def logs(name):
+    """A job's log, under this run's results folder (nadpipe.paths.LOGS)."""
+    return path(npath.LOGS) + "/" + name
+
+
+def benchmarks(name):
+    """A job's benchmark table, under this run's results folder (nadpipe.paths.BENCHMARKS)."""
+    return path(npath.BENCHMARKS) + "/" + name
+
+
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
 # script installs nadpipe from this checkout.
 CONDA_ENV = "../../envs/nadpipe.yaml"

@@ -6,7 +6,7 @@ if CFG.cifar10.download:
         output:
             PLAN.cifar_files(),
         log:
-            "logs/cifar10_download.log",
+            logs("cifar10_download.log"),
         conda:
             CONDA_ENV
         params:

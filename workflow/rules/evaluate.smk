@@ -8,7 +8,7 @@ rule evaluate:
         table=path(npath.EVAL) + ".parquet",
         arrays=path(npath.EVAL) + ".npz",
     log:
-        "logs/{study}/evaluate/{arch}/{variant}_s{seed}.log",
+        logs("{study}/evaluate/{arch}/{variant}_s{seed}.log"),
     conda:
         CONDA_ENV
     threads: 1

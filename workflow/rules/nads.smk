@@ -6,9 +6,9 @@ rule nads:
         npy=path(npath.NAD) + ".npy",
         summary=path(npath.NAD) + ".json",
     log:
-        "logs/nads/{arch}.log",
+        logs("nads/{arch}.log"),
     benchmark:
-        "benchmarks/nads/{arch}.tsv"
+        benchmarks("nads/{arch}.tsv")
     conda:
         CONDA_ENV
     threads: 4  # capped at --cores by Snakemake
@@ -32,7 +32,7 @@ rule plot_nads:
             labels={"architecture": "{arch}", "figure": "NADs"},
         ),
     log:
-        "logs/nads/plots/nads_{arch}.log",
+        logs("nads/plots/nads_{arch}.log"),
     conda:
         CONDA_ENV
     params:
@@ -54,7 +54,7 @@ rule signatures:
             labels={"architecture": "all", "figure": "signatures"},
         ),
     log:
-        "logs/signatures.log",
+        logs("signatures.log"),
     conda:
         CONDA_ENV
     params:

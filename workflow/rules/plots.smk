@@ -10,7 +10,7 @@ rule plot:
             labels={"architecture": "{arch}", "figure": "{figure}"},
         ),
     log:
-        "logs/{study}/plots/{figure}_{arch}.log",
+        logs("{study}/plots/{figure}_{arch}.log"),
     wildcard_constraints:
         figure="|".join(sorted({f for s in REGISTRY for f in PLAN.figures(s)})),
     conda:

@@ -9,7 +9,7 @@ rule train:
         model=[path(npath.MODEL) + ".pt"],
         record=[path(npath.MODEL) + ".json"],
     log:
-        "logs/{study}/train/{arch}/{variant}_s{seed}.log",
+        logs("{study}/train/{arch}/{variant}_s{seed}.log"),
     wildcard_constraints:
         study="|".join(s for s in REGISTRY if s not in PLAN.grouped()) or "(?!)",
     conda:
@@ -43,7 +43,7 @@ for grouped in PLAN.grouped():
                 allow_missing=True,
             ),
         log:
-            f"logs/{grouped}/train/{{arch}}/{{variant}}_seeds.log",
+            logs(f"{grouped}/train/{{arch}}/{{variant}}_seeds.log"),
         conda:
             CONDA_ENV
         threads: 1

@@ -196,10 +196,17 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
                 "directory (a relative path without '..', e.g. results-mine): results stay "
                 "in the run's directory"
             )
-        if parts[0] in (".snakemake", ".nadpipe", "logs"):
+        hidden = [p for p in parts if p.startswith(".") and p != "."]
+        if hidden:
             raise ConfigError(
-                f"config key 'results': {cfg.results!r} is inside {parts[0]}/, which "
-                "Snakemake or nadpipe keep for themselves"
+                f"config key 'results': {cfg.results!r} is inside {hidden[0]}/, a hidden "
+                "folder (.git, .snakemake, .nadpipe, .venv are git's, Snakemake's, nadpipe's "
+                "and Python's own): name a visible folder, e.g. results-mine"
+            )
+        if Path(cfg.results).exists() and not Path(cfg.results).is_dir():
+            raise ConfigError(
+                f"config key 'results': {cfg.results!r} is a file, not a folder: name a "
+                "folder for the results, e.g. results-mine"
             )
     warnings = []
     used: set[str] = set()

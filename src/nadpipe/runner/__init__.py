@@ -42,17 +42,18 @@ class Run:
         self.ended = False
         self.warm = not workflow.deployment_settings.deployment_method  # jobs run here
         self.main = workflow.is_main_process  # not a job Snakemake starts elsewhere (SLURM)
+        # the config files whose name gave the results folder (None: the `results` key did)
+        self.owners = None if cfg.results is not None else workflow.config_settings.configfiles
         if self.main:
             # every command nadpipe suggests, in the jobs too, repeats the run's own options
             os.environ[RUN_ENV] = json.dumps(runs.run_options(sys.argv))
             self.warnings += runs.check(results)
+            refused = self.owners is not None and runs.owner_message(results, self.owners)
+            if refused:
+                raise runs.ResultsTaken(refused)
             if not workflow.output_settings.dryrun:
                 runs.summarise_at_exit(
-                    plan.final_outputs,
-                    self.warnings,
-                    workflow.logger_manager.get_logfile,
-                    lambda: self.ended,
-                    results,
+                    plan.final_outputs, self.warnings, lambda: self.ended, results
                 )
         for message in self.warnings:
             logger.warning(f"{WARNING} {message}")
@@ -91,13 +92,15 @@ class Run:
         server."""
         from .. import verdicts
 
-        runs.take_lock()
+        runs.take_lock(self.results)
+        if self.owners is not None:
+            runs.write_owner(self.results, self.owners)
         batches.write_manifests(self.plan.train_cells(), self.chunks)
         verdicts.remember()
         if self.warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
             from . import worker
 
-            self.server = worker.start()
+            self.server = worker.start(os.path.join(self.results, ".nadpipe"))
 
     def end(self, ok: bool) -> None:
         """Snakemake's onsuccess (`ok`) / onerror: say what the run says last."""

@@ -1,10 +1,13 @@
 """The start and the end of a workflow run, for nadpipe.runner.Run.
 
-One run at a time per directory: a run holds `LOCK` (flock) from Snakemake's onstart to its end,
-and every other Snakemake command in the directory stops at once while it does, saying which run
-is going on (Snakemake itself would report that run's unfinished outputs as incomplete and advise
---rerun-incomplete, or --unlock, both wrong while it runs). Checking only reads the lock. At the
-end: the outputs, what they show, and every warning the run's jobs wrote to their logs.
+One run at a time per results folder: a run holds its folder's run lock (nadpipe.paths.RUN_LOCK,
+flock) from Snakemake's onstart to its end, and every other Snakemake command of a config with
+the same results folder stops at once while it does, saying which run is going on (Snakemake
+itself would report that run's unfinished outputs as incomplete and advise --rerun-incomplete, or
+--unlock, both wrong while it runs). Commands of configs with other results folders go on beside
+it: everything a run writes (results, logs, benchmarks, its lock) lies in its own folder. Checking
+only reads the lock. At the end: the outputs, what they show, and every warning the run's jobs
+wrote to their logs.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ from collections.abc import Callable
 
 from .. import provenance
 from ..log import WARNING
-
-LOCK = ".nadpipe/run.lock"
+from ..paths import LOGS, OWNER, RUN_LOCK, at
 
 # options that say which run this is, repeated in every command nadpipe suggests (a command
 # without them could plan another config's study in the same directory); those marked take
@@ -33,15 +35,57 @@ _held = None  # this process's open lock file, kept until it ends
 
 
 class RunInProgress(RuntimeError):
-    """Another Snakemake run is executing jobs in this directory."""
+    """Another Snakemake run is executing jobs that write this command's results folder."""
 
 
-def in_progress(holder: str, path: str = LOCK) -> RunInProgress:
+class ResultsTaken(RuntimeError):
+    """The results folder a command derived from its config file's name is another's."""
+
+
+def in_progress(holder: str, results: str) -> RunInProgress:
     return RunInProgress(
-        f"another run is executing jobs in this directory ({holder}); it holds {path}. "
-        "Two runs would build the same files. Wait for it to end (its jobs' logs are under "
-        "logs/), then run your command again: it picks up where that run stopped."
+        f"another run is executing jobs that write {results}/, this command's results folder "
+        f"({holder}); it holds {at(RUN_LOCK, results)}. Until it ends, its files there are "
+        f"half-made: a command that builds or reads them now would build them twice or read "
+        f"them unfinished. Wait for it to end (its jobs' logs are under {at(LOGS, results)}/), "
+        "then run your command again: it picks up where that run stopped. A config with "
+        "another results folder (the key `results`) runs beside it."
     )
+
+
+def owner_message(results: str, configfiles: list[str], root: str = ".") -> str | None:
+    """Why this command may not write the results folder `results`, which it derived from its
+    config files' names (no `results` key): another config file's runs wrote it (a/x.yaml and
+    b/x.yaml both name results-x). None when the folder is new or this config's own."""
+    path = os.path.join(root, at(OWNER, results))
+    try:
+        with open(path) as f:
+            owners = [line.strip() for line in f if line.strip()]
+    except OSError:
+        return None
+    mine = owner_names(configfiles, root)
+    if owners == mine:
+        return None
+    return (
+        f"{results}/ holds the results of {' + '.join(owners)}, and this command's config "
+        f"({' + '.join(mine)}) would write the same folder, since its name comes from the config "
+        f"file's name. Give this config a results folder of its own (the key `results`, e.g. "
+        f"`results: {results}-2` in it, or `--config results={results}-2`); if it is the same "
+        f"config moved, delete {path} and run again."
+    )
+
+
+def owner_names(configfiles: list[str], root: str = ".") -> list[str]:
+    """The config files of a command (absolute), config.yaml in `root` when none is given."""
+    return [os.path.realpath(os.path.join(root, f)) for f in configfiles or ["config.yaml"]]
+
+
+def write_owner(results: str, configfiles: list[str], root: str = ".") -> None:
+    """Record which config files write the results folder `results` (owner_message)."""
+    path = os.path.join(root, at(OWNER, results))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(owner_names(configfiles, root)) + "\n")
 
 
 def run_options(argv: list[str]) -> list[str]:
@@ -67,11 +111,13 @@ def run_options(argv: list[str]) -> list[str]:
     return out
 
 
-def take_lock(path: str = LOCK) -> str:
-    """Hold `path` (flock) for this process's lifetime; the kernel releases it however the
-    process ends. Raise RunInProgress naming the holder when another process has it. Returns
-    what the last holder wrote into it (its pid, start and command line)."""
+def take_lock(results: str = "results") -> str:
+    """Hold the run lock of the results folder `results` (flock) for this process's lifetime;
+    the kernel releases it however the process ends. Raise RunInProgress naming the holder when
+    another process has it. Returns what the last holder wrote into it (its pid, start and
+    command line)."""
     global _held
+    path = at(RUN_LOCK, results)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     f = open(path, "a+")  # noqa: SIM115 -- held until the process ends
     try:
@@ -80,7 +126,7 @@ def take_lock(path: str = LOCK) -> str:
         f.seek(0)
         holder = f.read().strip() or "a process"
         f.close()
-        raise in_progress(holder, path) from None
+        raise in_progress(holder, results) from None
     f.seek(0)
     last = f.read().strip()
     f.seek(0)
@@ -94,12 +140,14 @@ def take_lock(path: str = LOCK) -> str:
     return last
 
 
-def orphans(root: str = ".") -> list[int]:
+def orphans(root: str = ".", results: str = "results") -> list[int]:
     """Processes still running jobs of an earlier run in `root` (their job script under its
-    .snakemake/scripts, or its warm job server), this process excepted."""
+    .snakemake/scripts, or the warm job server of the results folder `results`), this process
+    excepted."""
     import psutil
 
-    marks = [os.path.join(os.path.abspath(root), d) for d in (".snakemake/scripts", ".nadpipe")]
+    marks = [os.path.join(os.path.abspath(root), d) for d in (".snakemake/scripts",
+             os.path.join(results, ".nadpipe"))]  # fmt: skip
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         line = " ".join(p.info["cmdline"] or [])
@@ -108,24 +156,36 @@ def orphans(root: str = ".") -> list[int]:
     return sorted(found)
 
 
-def killed_run_message(last: str, root: str = ".") -> str | None:
-    """What to do after a run in `root` was killed (its Snakemake lock left behind), in one
-    message: the steps Snakemake will ask for one after another, and the killed run's jobs
-    that are still running; None when no run was killed."""
+def locks_of(results: str, root: str = ".") -> list[str]:
+    """Snakemake's lock files in `root` that name a file of the results folder `results` (a
+    run of another results folder locks only its own files, and its locks are none of ours)."""
+    folder = os.path.join(os.path.realpath(root), results, "")
+    out = []
+    for path in glob.glob(os.path.join(root, ".snakemake", "locks", "*.lock")):
+        with contextlib.suppress(OSError), open(path) as f:
+            names = [os.path.join(os.path.realpath(root), n.strip()) for n in f if n.strip()]
+        if any(os.path.normpath(n).startswith(folder) for n in names):
+            out.append(path)
+    return out
+
+
+def killed_run_message(last: str, root: str = ".", results: str = "results") -> str | None:
+    """What to do after a run of the results folder `results` in `root` was killed (its
+    Snakemake lock left behind), in one message: the steps Snakemake will ask for one after
+    another, and the killed run's jobs that are still running; None when no run was killed."""
     from ..io import snakemake_command
 
-    locks = glob.glob(os.path.join(root, ".snakemake", "locks", "*"))
-    if not locks:
+    if not locks_of(results, root):
         return None
     starting = snakemakes(root)
     if starting:  # its locks, taken before nadpipe's
-        raise in_progress(f"snakemake pid {starting[0]}, starting")
+        raise in_progress(f"snakemake pid {starting[0]}, starting", results)
     steps = [snakemake_command("--unlock")]
     if glob.glob(os.path.join(root, ".snakemake", "incomplete", "*")):
         steps.append(snakemake_command("--cores", "all", "--rerun-incomplete"))
     else:
         steps.append(snakemake_command("--cores", "all"))
-    alive = orphans(root)
+    alive = orphans(root, results)
     if alive:
         pids = " ".join(map(str, alive))
         jobs = (
@@ -136,14 +196,14 @@ def killed_run_message(last: str, root: str = ".") -> str | None:
     else:
         jobs = "none of its jobs is still running; "
     return (
-        f"the last run in this directory was killed ({last or 'no record of it'}) and left "
-        f"Snakemake's lock behind, which stops every run until it is unlocked. "
+        f"the last run that wrote {results}/ was killed ({last or 'no record of it'}) and "
+        f"left Snakemake's lock behind, which stops every run of it until it is unlocked. "
         f"{jobs[0].upper()}{jobs[1:]}run "
         f"`{steps[0]}`, then `{steps[1]}` (trainings resume from their checkpoints)."
     )
 
 
-def holder(path: str = LOCK) -> tuple[str | None, str]:
+def holder(path: str) -> tuple[str | None, str]:
     """Who holds `path` now (what it wrote: pid, start, command line; None when no process
     does), and what its last holder wrote. Only reads: no file is made, nothing is locked for
     longer than the test."""
@@ -186,18 +246,20 @@ def _is_snakemake(cmdline: list[str]) -> bool:
 
 def check(results: str = "results", root: str = ".") -> list[str]:
     """The checks of every Snakemake command in `root`, as it parses the workflow: raise
-    RunInProgress while another run executes jobs here; return the warnings to print (a killed
-    run's left-overs, results made by other library source). Only reads."""
-    held, last = holder(os.path.join(root, LOCK))
+    RunInProgress while another run executes jobs that write the results folder `results`;
+    return the warnings to print (a killed run's left-overs, results made by other library
+    source). Only reads."""
+    held, last = holder(os.path.join(root, at(RUN_LOCK, results)))
     if held is not None:
-        raise in_progress(held)
-    killed = killed_run_message(last, root)
+        raise in_progress(held, results)
+    killed = killed_run_message(last, root, results)
     message = provenance.stale_message(provenance.stale(results))
     return [m for m in (killed, message) if m]
 
 
-def job_warnings(since: float, root: str = "logs") -> list[str]:
-    """The warning lines of the job logs written since `since` (this run's jobs)."""
+def job_warnings(since: float, root: str) -> list[str]:
+    """The warning lines of the job logs under `root` (a results folder's logs) written since
+    `since` (this run's jobs)."""
     out = []
     for path in sorted(glob.glob(os.path.join(root, "**", "*.log"), recursive=True)):
         if os.path.getmtime(path) < since:
@@ -205,7 +267,7 @@ def job_warnings(since: float, root: str = "logs") -> list[str]:
         with open(path, errors="replace") as f:
             for line in f:
                 if WARNING in line:
-                    shown = os.path.relpath(path, os.path.dirname(os.path.abspath(root)))
+                    shown = os.path.relpath(path)  # as the user's results folder names it
                     out.append(f"{line.split(WARNING, 1)[1].strip()} ({shown})")
     return list(dict.fromkeys(out))
 
@@ -256,22 +318,20 @@ def end(
         lines += _results_lines(outputs, results)
     else:
         lines.append("nadpipe stopped: a job failed (its log is named above).")
-    found = list(dict.fromkeys([*warnings, *job_warnings(since)]))
+    found = list(dict.fromkeys([*warnings, *job_warnings(since, at(LOGS, results))]))
     if found:
         lines.append(f"Warnings of this run ({len(found)}):")
         lines += [f"  - {w}" for w in found]
     return "\n".join(lines)
 
 
-def up_to_date(
-    outputs: list[str], warnings: list[str], logs: str = "logs", results: str = "results"
-) -> str:
+def up_to_date(outputs: list[str], warnings: list[str], results: str = "results") -> str:
     """What a run says when every result was already up to date (Snakemake then ends without
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
     lines += _results_lines(outputs, results)
-    found = list(dict.fromkeys([*warnings, *job_warnings(0.0, logs)]))
+    found = list(dict.fromkeys([*warnings, *job_warnings(0.0, at(LOGS, results))]))
     if found:
         lines.append(f"Warnings that stand for these results ({len(found)}):")
         lines += [f"  - {w}" for w in found]
@@ -281,7 +341,6 @@ def up_to_date(
 def summarise_at_exit(
     outputs: Callable[[], list[str]],
     warnings: list[str],
-    logfiles: Callable[[], list[str]],
     ended: Callable[[], bool],
     results: str = "results",
 ) -> None:
@@ -291,9 +350,11 @@ def summarise_at_exit(
     of its own) gets no line from nadpipe: Snakemake's message is the last word."""
     import logging
 
+    import psutil
     from snakemake.common import NOTHING_TO_BE_DONE_MSG
 
-    logs = os.path.abspath("logs")  # Snakemake may have left the working directory by then
+    here = os.getcwd()  # Snakemake may have left the working directory by then
+    born = psutil.Process().create_time()
     said = []
 
     class Nothing(logging.Handler):
@@ -301,15 +362,20 @@ def summarise_at_exit(
             if record.getMessage() == NOTHING_TO_BE_DONE_MSG:
                 said.append(True)
 
-    logging.getLogger("snakemake.logging").addHandler(Nothing())
+    logging.getLogger("snakemake.logging").addHandler(Nothing())  # Snakemake's logger, 9.0 on
 
     def at_exit() -> None:
         if ended() or not said:  # b879b52 said "nothing to do" after a LockException too
             return
-        text = up_to_date(outputs(), warnings, logs, results)
-        print(text, file=sys.stderr, flush=True)
-        for path in logfiles():
-            with contextlib.suppress(OSError), open(path, "a") as f:
-                f.write(text + "\n")
+        with contextlib.chdir(here):
+            text = up_to_date(outputs(), warnings, results)
+            print(text, file=sys.stderr, flush=True)
+            # Snakemake's log file of this run: the first it made after this process started,
+            # where its documentation says ("Complete log: .snakemake/log/...")
+            made = [p for p in glob.glob(".snakemake/log/*.snakemake.log")
+                    if os.path.getmtime(p) >= born]  # fmt: skip
+            for path in sorted(made, key=os.path.getctime)[:1]:
+                with contextlib.suppress(OSError), open(path, "a") as f:
+                    f.write(text + "\n")
 
     atexit.register(at_exit)
