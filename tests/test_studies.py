@@ -1,5 +1,5 @@
 """The study registry is closed: a study defined only here, registered by its own module
-(NADPIPE_STUDIES), runs end to end through the real DAG (NADs, training, evaluation, the
+(named in the config's study_modules), runs end to end through the real DAG (NADs, training, evaluation, the
 summary, its figure, the report) without a line of nadpipe changed. docs/pipeline.md's "Adding a
 study" is this test's recipe."""
 
@@ -90,17 +90,14 @@ TOY = textwrap.dedent(
 def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     (tmp_path / "toystudy.py").write_text(TOY)
     config = {
+        "study_modules": ["toystudy"],  # beside the config, in the working directory
         "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}},
         "nads": {"n_networks": 24},
         "nad_pairs": {"enabled": False},
         "toy": {"enabled": True, "architectures": ["mlp"], "indices": [0, 3], "eps": 4.0},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {
-        **os.environ,
-        "NADPIPE_STUDIES": "toystudy",
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
-    }
+    env = {k: v for k, v in os.environ.items() if k != "NADPIPE_STUDIES"}
     res = snakemake(tmp_path, "--cores", "2", env=env)
     out = res.stdout + res.stderr
     # its findings, said at the end of the run
@@ -114,7 +111,8 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     assert [c for c in df if not row.declared(c, ("nad_k",), ("eps", "n_train"))] == []
     img = mpimg.imread(tmp_path / "results/toy/plots/accuracy_mlp.png")
     assert img.shape[1] >= 300 and img.std() > 0.05
-    # the report, by the command the run printed: its figure and what the study is
+    # the report, by the command the run printed, typed exactly as printed: the config names
+    # the study, so nothing else is needed
     said = re.search(r"The report \(figures, tables, the config that ran\): (.+)", out)[1]
     assert said == suggested(tmp_path, "--report", "results/report.html")
     res = command(tmp_path, said, env=env)
@@ -122,12 +120,39 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     assert "accuracy_mlp.png" in html and "summary_toy.html" in html
     landing = (tmp_path / "results/report/landing.rst").read_text()
     assert "D(NAD k) with isotropic noise" in landing
+    # the study's code is a dependency of its cells: an edit reruns them (and no other study's)
+    assert "Nothing to be done" in snakemake(tmp_path, "-n", "--cores", "1", env=env).stdout
+    (tmp_path / "toystudy.py").write_text(TOY + "\n# an edit of the study's module\n")
+    plan = snakemake(tmp_path, "-n", "--cores", "1", env=env).stdout
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan.split("Job stats:")[1], re.M))
+    assert jobs["train"] == "2" and jobs["evaluate"] == "2" and "nads" not in jobs, jobs
     # a key the study does not have is refused naming the key, like a built-in study's
     config["toy"]["epsilon"] = 1.0
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     bad = snakemake(tmp_path, "-n", "--cores", "1", env=env, check=False)
     said = bad.stdout + bad.stderr
     assert bad.returncode != 0 and "unknown key 'toy.epsilon' (did you mean 'eps'?)" in said, said
+
+
+def test_a_study_module_that_cannot_be_imported_is_named_with_its_key(tmp_path):
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"study_modules": ["broken"]}))
+    res = snakemake(tmp_path, "-n", "--cores", "1", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "Traceback" not in out
+    assert ("config key 'study_modules.0': cannot import the study module 'broken' "
+            "(ModuleNotFoundError: No module named 'no_such_module_here')") in out  # fmt: skip
+    # the environment variable, where it is still used, is named in what it causes
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"nad_pairs": {"indices": [0]}}))
+    env = {**os.environ, "NADPIPE_STUDIES": "broken"}
+    res = snakemake(tmp_path, "-n", "--cores", "1", check=False, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "environment variable NADPIPE_STUDIES: cannot import the study module 'broken'" in out
+    (tmp_path / "fine.py").write_text("")
+    env = {**os.environ, "NADPIPE_STUDIES": "fine", "PYTHONPATH": str(tmp_path)}
+    res = snakemake(tmp_path, "-n", "--cores", "1", env=env)
+    assert "name them in the config instead (study_modules: [fine])" in res.stdout + res.stderr
 
 
 def test_no_module_outside_the_registry_names_a_study():

@@ -32,7 +32,15 @@ from .paths import (
 )  # fmt: skip
 from .provenance import source_digest
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
-from .studies import NAD_BANDS, REGISTRY, DataSpec, Figure, split_protocol, with_protocol
+from .studies import (
+    NAD_BANDS,
+    REGISTRY,
+    DataSpec,
+    Figure,
+    split_protocol,
+    study_code,
+    with_protocol,
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ class Plan:
         self.cfg = cfg
         self.root = root  # the results folder (nadpipe.config.results_root)
         self._digests: dict[str, str] = {}  # NAD file -> sha256, read once per run
+        self._codes: dict[str, str] = {}  # study -> its module's code digest (study_code)
 
     def at(self, template: str, **keys) -> str:
         """A path template (NAD, SUMMARY, ...) filled in, under this plan's results folder."""
@@ -168,7 +177,10 @@ class Plan:
         inner, protocol = split_protocol(variant)
         cifar = CifarData.of(self.cfg.cifar10) if entry.needs_cifar else None
         settings = tuple(entry.data_settings(s.with_protocol(protocol), arch).items())
-        return DataSpec(study, inner, seed, self.cfg.nad_shape(arch), settings, cifar)
+        if study not in self._codes:  # read once per plan: a large grid has many cells
+            self._codes[study] = study_code(study)
+        return DataSpec(study, inner, seed, self.cfg.nad_shape(arch), settings, cifar,
+                        self._codes[study])  # fmt: skip
 
     def stream(self, study: str, arch: str, variant: str) -> tuple:
         """A cell's random-stream key: the same initialisation and batch order under every

@@ -173,6 +173,8 @@ def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame
 
 
 STUDIES_ENV = "NADPIPE_STUDIES"  # modules that register studies of their own, comma-separated
+# the config's study_modules, set by the Snakefile for its jobs (comma-separated)
+RUN_STUDIES_ENV = "NADPIPE_RUN_STUDY_MODULES"
 REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
 
 

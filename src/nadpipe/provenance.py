@@ -31,17 +31,12 @@ KEYS = ("nadpipe_version", "nadpipe_source", "torch_version")
 
 @functools.cache
 def source_hash() -> str:
-    """sha256 (first 16 hex digits) of the library's Python files, by relative path and bytes,
-    and of the modules that register studies of their own (NADPIPE_STUDIES)."""
+    """sha256 (first 16 hex digits) of the library's Python files, by relative path and bytes.
+    (A study module of one's own is not the library: its code is part of its study's cells,
+    nadpipe.grid.Plan.data_spec, as a user model's is part of its model's spec.)"""
     h = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*.py")):
         h.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
-    from .io import STUDIES_ENV
-
-    for module in filter(None, os.environ.get(STUDIES_ENV, "").split(",")):
-        spec = importlib.util.find_spec(module.strip())
-        if spec is not None and spec.origin and os.path.isfile(spec.origin):
-            h.update(module.encode() + b"\0" + Path(spec.origin).read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -177,7 +172,13 @@ def source_digest(model: str) -> str:
     reruns the NADs and trainings of the architectures that use it."""
     if model in REGISTRY_NAMES or ":" not in model:
         return ""
-    first = _module_file(model.partition(":")[0])
+    return module_digest(model.partition(":")[0])
+
+
+def module_digest(module: str) -> str:
+    """sha256 (16 hex digits) of the module `module`'s file and of every module beside it that
+    it imports, recursively ("" when it is no .py file found on the import path)."""
+    first = _module_file(module)
     if first is None:
         return ""
     digest, seen, todo = hashlib.sha256(), set(), [first]

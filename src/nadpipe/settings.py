@@ -380,10 +380,16 @@ def defaults(cls: type) -> dict[str, Any]:
     return plain(cls())
 
 
+# a field's metadata key: the field is left out of `plain` while it has its default, so that a
+# field added to a job spec changes no existing job's params (Snakemake reruns none of them)
+OMIT_DEFAULT = "omit_default"
+
+
 def plain(value: Any) -> Any:
     """Settings as YAML-ready data: dataclasses -> dicts, tuples -> lists."""
     if is_dataclass(value):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)
+                if not (f.metadata.get(OMIT_DEFAULT) and getattr(value, f.name) == f.default)}  # fmt: skip
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
     if isinstance(value, dict):

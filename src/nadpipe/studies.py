@@ -14,12 +14,13 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .io import STUDIES_ENV, derive_seed, generator
+from .io import RUN_STUDIES_ENV, STUDIES_ENV, derive_seed, generator
 from .settings import (
     CifarData,
+    OMIT_DEFAULT,
     CifarNadSettings,
     FlipSettings,
     FourierSettings,
@@ -181,6 +182,8 @@ class DataSpec:
     shape: Shape  # of the NADs (or of the Fourier directions)
     settings: tuple[tuple[str, Any], ...]  # the study's data settings, e.g. (("eps", 1.0), ...)
     cifar: CifarData | None = None
+    # a study of one's own: its module's code (study_code); nadpipe's studies have none
+    code: str = field(default="", metadata={OMIT_DEFAULT: True})
 
     def get(self, key: str) -> Any:
         return dict(self.settings)[key]
@@ -677,8 +680,44 @@ def register(entry: Study) -> Study:
     return entry
 
 
-for _module in filter(None, os.environ.get(STUDIES_ENV, "").split(",")):
-    importlib.import_module(_module.strip())
+class StudyModuleError(ImportError):
+    """A module named to register a study of its own cannot be imported."""
+
+
+def load_modules(names, where) -> None:
+    """Import the modules `names` that register studies of their own; `where(i)` says where
+    the i-th was named (a config key, an environment variable), for the message when one
+    cannot be imported. From the working directory or the import path, as a user model."""
+    from .provenance import importable_here
+
+    here = importable_here()
+    for i, name in enumerate(names):
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 -- a module can fail to import in any way
+            raise StudyModuleError(
+                f"{where(i)}: cannot import the study module {name!r} ({type(e).__name__}: "
+                f"{e}); it is looked for in the working directory {here} and on the import "
+                "path"
+            ) from e
+
+
+def _env_modules(variable: str) -> list[str]:
+    return [m.strip() for m in os.environ.get(variable, "").split(",") if m.strip()]
+
+
+# the study modules of a run's config (its jobs), and those of the environment variable
+load_modules(_env_modules(RUN_STUDIES_ENV), lambda i: f"config key 'study_modules.{i}'")
+load_modules(_env_modules(STUDIES_ENV), lambda i: f"environment variable {STUDIES_ENV}")
+
+
+def study_code(study: str) -> str:
+    """The code digest of a study of one's own (its module and the modules beside it that it
+    imports): part of its cells' data spec, so that editing it reruns them; "" for nadpipe's."""
+    from .provenance import module_digest
+
+    module = type(REGISTRY[study]).__module__
+    return "" if module.split(".")[0] == "nadpipe" else module_digest(module)
 
 PROTOCOL_PATTERN = r"@[A-Za-z0-9_]{1,32}"  # a variant's protocol suffix (StudySettings.protocols)
 VARIANT_PATTERN = (

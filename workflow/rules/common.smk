@@ -44,6 +44,8 @@ def benchmarks(name):
 # script installs nadpipe from this checkout.
 CONDA_ENV = "../../envs/nadpipe.yaml"
 os.environ[nio.REPO_ENV] = str(Path(workflow.basedir).resolve())
+# the config's studies of one's own, imported by every job (nadpipe.studies)
+os.environ[nio.RUN_STUDIES_ENV] = ",".join(CFG.study_modules)
 
 
 wildcard_constraints:

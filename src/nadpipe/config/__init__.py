@@ -28,6 +28,32 @@ __all__ = [
 def load_config(config: dict, schema_path: str | Path, overrides=None) -> tuple[Config, list[str]]:
     """Validate `config` (with the command line's `--config` `overrides` typed as in a file),
     fill the defaults, run the checks: (Config, warnings)."""
-    raw = validate(with_overrides(config, overrides) if overrides else config, schema_path)
+    merged = with_overrides(config, overrides) if overrides else config
+    said = load_study_modules(merged)
+    raw = validate(merged, schema_path)
     cfg = build(raw)
-    return cfg, check(cfg, raw)
+    return cfg, said + check(cfg, raw)
+
+
+def load_study_modules(config: dict) -> list[str]:
+    """Import the config's `study_modules` before it is validated (their studies' blocks are
+    keys of it); a module that cannot be imported stops the run naming the key. Returns a
+    warning when the environment variable NADPIPE_STUDIES names modules too."""
+    import os
+
+    from ..io import STUDIES_ENV
+    from ..studies import StudyModuleError, load_modules
+
+    modules = config.get("study_modules") or []
+    if isinstance(modules, list) and all(isinstance(m, str) for m in modules):
+        try:
+            load_modules(modules, lambda i: f"config key 'study_modules.{i}'")
+        except StudyModuleError as e:
+            raise ConfigError(str(e)) from None
+    named = os.environ.get(STUDIES_ENV, "").strip()
+    if not named:
+        return []
+    return [f"the environment variable {STUDIES_ENV}={named} names study modules; the commands "
+            f"nadpipe prints (the report, a --forcerun) do not carry it, so typed as printed "
+            f"they would not find its studies: name them in the config instead (study_modules: "
+            f"[{named}]) and unset {STUDIES_ENV}"]  # fmt: skip

@@ -48,6 +48,7 @@ class Config:
     gpus: st.GpuSettings
     studies: dict[str, StudySettings]
     results: str | None = None  # the results folder; None: results_root derives it
+    study_modules: tuple[str, ...] = ()  # modules that register studies of one's own
 
     def arch(self, name: str) -> Architecture:
         """The architecture's entry, or a registry model's default entry."""
@@ -76,6 +77,8 @@ class Config:
         used = {a for s in self.enabled() for a in self.studies[s].architectures}
         used |= {self.nad_source(a) for a in used}
         out = {"architectures": {a: st.plain(self.arch(a)) for a in sorted(used)}}
+        if self.study_modules:
+            out["study_modules"] = list(self.study_modules)
         for block in st.BLOCKS:
             out[block] = st.plain(getattr(self, block))
         for study, s in self.studies.items():
@@ -90,7 +93,8 @@ def build(cfg: dict) -> Config:
     blocks = {b: _build(cls(), cfg.get(b, {})) for b, cls in st.BLOCKS.items()}
     studies = {s: _build(cls(), cfg.get(s, {})) for s, cls in STUDY_SETTINGS.items()}
     return Config(architectures=dict(sorted(archs.items())), studies=studies,
-                  results=cfg.get("results"), **blocks)  # fmt: skip
+                  results=cfg.get("results"),
+                  study_modules=tuple(cfg.get("study_modules", ())), **blocks)  # fmt: skip
 
 
 def results_root(cfg: Config, configfiles=()) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -19,7 +20,25 @@ from ..estimators import ESTIMATORS, described
 from ..settings import REGISTRY_NAMES, Architecture
 from ..studies import REGISTRY
 
-STUDY_SETTINGS = {name: entry.settings for name, entry in REGISTRY.items()}  # the study blocks
+
+
+class _StudyBlocks(Mapping):
+    """Each study's settings class, by the study's name: read from the registry each time, so
+    that a study registered after this module was imported (the config's study_modules) has
+    its block too."""
+
+    def __getitem__(self, name: str) -> type:
+        return REGISTRY[name].settings
+
+    def __iter__(self):
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+STUDY_SETTINGS: Mapping[str, type] = _StudyBlocks()  # the study blocks
+TOP_KEYS = ("results", "study_modules", "architectures")  # the top-level keys besides blocks
 
 
 class ConfigError(ValueError):
@@ -82,7 +101,7 @@ def _unknown_keys(err) -> str | None:
     cls = _block_class(path)
     allowed = [f.name for f in fields(cls)] if cls else list(err.schema.get("properties", {}))
     if not path:
-        allowed = list(st.BLOCKS) + list(STUDY_SETTINGS) + ["architectures"]
+        allowed = [*TOP_KEYS, *st.BLOCKS, *STUDY_SETTINGS]
     instance = err.instance if isinstance(err.instance, dict) else {}
     hints = []
     for k in instance:
