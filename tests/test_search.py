@@ -3,9 +3,11 @@ the errors it gives before any job, and a tiny search through the real workflow 
 the summary's, whose second round refines around the first's best without retraining a cell,
 and whose closing advice works as printed."""
 
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +70,11 @@ def test_protocol_entries_and_names_are_what_the_config_accepts():
     long = ns.name((("n_train", 50000), ("sigma", 0.354), ("train.lr_max", 0.05)))
     assert re.fullmatch(r"p[0-9a-f]{12}", long)  # over 32 characters: a digest
     assert ns.said(point) == "sigma 0.5, train.epochs 40, train.grad_clip None"
+    # values that 6 digits do not tell apart keep every digit they need: two protocols
+    near = [(("sigma", 0.1234567),), (("sigma", 0.1234568),)]
+    assert [ns.name(p) for p in near] == ["sigma0p1234567", "sigma0p1234568"]
+    assert [ns.said(p) for p in near] == ["sigma 0.1234567", "sigma 0.1234568"]
+    assert ns.name((("sigma", 3.0),)) == "sigma3"  # as before: existing protocols keep names
 
 
 CONFIG = {
@@ -222,6 +229,10 @@ def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
         (["--axis", "sigma=1,2"], {"single_direction": {"references": None}},
          "config key 'single_direction.references.tiny' is not set"),
         (["--axis", "sigma=1,2", "--results", "../out"], {}, "config key 'results'"),
+        (["--axis", "sigma=1,2", "--snakemake=-n"], {},
+         "--snakemake -n: a search runs its rounds for real; `nadpipe search --dry-run` says"),
+        (["--axis", "sigma=1,2", "--snakemake", '"unbalanced'], {},
+         "--snakemake '\"unbalanced': cannot split it as a shell would (No closing quotation)"),
     ],
 )  # fmt: skip
 def test_a_search_that_cannot_mean_anything_is_refused_before_any_job(
@@ -237,6 +248,26 @@ def test_a_search_that_cannot_mean_anything_is_refused_before_any_job(
     assert code == 2 and said in err, err
     assert err.startswith("nadpipe search: ")
     assert not list(workdir.glob("results*"))  # nothing written, nothing run
+
+
+def test_ctrl_c_in_a_search_says_so_without_a_traceback(tmp_path):
+    workdir = _workdir(tmp_path)
+    # as a terminal's Ctrl-C: SIGINT to the whole process group, once round 1 has started
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each line as said, as on a terminal
+    proc = subprocess.Popen(
+        [SCRIPT, *SEARCH], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=env, text=True, start_new_session=True,
+    )  # fmt: skip
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "INFO: round 1: snakemake" in line:
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    rest = proc.communicate(timeout=120)[0]
+    out = "".join(seen) + rest
+    assert proc.returncode == 130, out
+    assert "nadpipe search: interrupted" in out and "Traceback" not in out
 
 
 def test_without_a_checkout_the_search_says_how_to_get_one(tmp_path, monkeypatch, capsys):

@@ -1,11 +1,10 @@
 """The study registry is closed: a study defined only here, registered by its own module
-(named in the config's study_modules), runs end to end through the real DAG (NADs, training, evaluation, the
-summary, its figure, the report) without a line of nadpipe changed. docs/pipeline.md's "Adding a
-study" is this test's recipe."""
+(named in the config's study_modules), runs end to end through the real DAG (NADs, training,
+evaluation, the summary, its figure, the report) without a line of nadpipe changed.
+docs/pipeline.md's "Adding a study" is this test's recipe."""
 
 import os
 import re
-import sys
 import textwrap
 
 import matplotlib.image as mpimg

@@ -5,6 +5,7 @@ calls the library functions the workflow calls."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -88,6 +89,24 @@ def _json(text: str) -> dict:
 
 
 DEFAULT_KS = (1, 5, 10, 20, 50, 100)  # compare's subspace sizes when -k is not given
+
+
+FREQUENCY_BOUND = 10**6  # cycles per image: far beyond any image, far below an overflow
+
+
+def bounded_int(low: int, high: int):
+    """An argparse type: an integer from `low` to `high` (argparse names the flag)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not an integer from {low} to {high}")
+        return value
+
+    return parse
 
 
 class Refused(Exception):
@@ -429,8 +448,17 @@ def cmd_search(args) -> int:
     from .log import say
 
     try:
+        extra = shlex.split(args.snakemake)
+    except ValueError as e:
+        raise Refused(f"--snakemake {args.snakemake!r}: cannot split it as a shell would "
+                      f"({e})") from None  # fmt: skip
+    dry = [a for a in extra if a in ("-n", "--dry-run", "--dryrun") or a.startswith("--dry")]
+    if dry:
+        raise Refused(f"--snakemake {dry[0]}: a search runs its rounds for real; "
+                      "`nadpipe search --dry-run` says what round 1 would run")  # fmt: skip
+    try:
         s = ns.prepare(args.configfile, args.study, args.arch, args.axis, args.rounds,
-                       args.cores, shlex.split(args.snakemake), args.results)  # fmt: skip
+                       args.cores, extra, args.results)  # fmt: skip
     except ns.SearchError as e:
         raise Refused(str(e)) from None
     if args.dry_run:
@@ -602,10 +630,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--index", default="index", help="a CSV's NAD-index column (default index)")
     c.add_argument("--a", default="x", help="a CSV's frequency-a column (default x)")
     c.add_argument("--b", default="y", help="a CSV's frequency-b column (default y)")
-    c.add_argument("--offset", type=int, default=0, help="added to a CSV's frequencies (-8 for "
-                   "the NAD paper's dft_accuracies.csv)")  # fmt: skip
-    c.add_argument("--scale", type=int, default=1, help="multiplies a CSV's frequencies after "
-                   "--offset, into cycles per image (2 for dft_accuracies.csv)")  # fmt: skip
+    c.add_argument("--offset", type=bounded_int(-FREQUENCY_BOUND, FREQUENCY_BOUND), default=0,
+                   help="added to a CSV's frequencies (-8 for the NAD paper's "
+                   "dft_accuracies.csv)")  # fmt: skip
+    c.add_argument("--scale", type=bounded_int(1, FREQUENCY_BOUND), default=1,
+                   help="multiplies a CSV's frequencies after --offset, into cycles per image "
+                   "(2 for dft_accuracies.csv)")  # fmt: skip
     c.add_argument("--json", action="store_true", help=as_json)
     c = command(
         "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
@@ -663,13 +693,26 @@ def main(argv: list[str] | None = None) -> int:
 
     set_verbosity(args.verbosity)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk or a closed pipe is told here, not at the exit
+        return code
     except Refused as e:
         print(f"nadpipe {args.command}: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # stdout closed early (| head): not an error of nadpipe's
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: what was finished stays (every file is written whole)
+        print(f"nadpipe {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
+            raise
+        # the output could not be written (a full disk, > /dev/full): said, and not again at
+        # the exit, when Python would flush what is left once more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"nadpipe {args.command}: cannot write the output: {e.strerror}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ through `_rst` so that a character docutils reads as markup (a bar, an asterisk)
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
@@ -116,9 +115,9 @@ def _headline(study: str, df: pd.DataFrame) -> str:
 
 def _nad_line(path: str, min_overlap: float) -> str:
     from .convergence import verdict
+    from .io import load_json
 
-    with open(path) as f:
-        s = json.load(f)
+    s = load_json(path)  # a damaged file is named, with the command that rebuilds it
     if s.get("file"):
         return f"{s['arch']}: {s['nads']} NADs read from {s['file']}"
     st = s["settings"]

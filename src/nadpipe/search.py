@@ -108,14 +108,22 @@ def protocol(point: Point) -> dict:
     return entry
 
 
+def _text(value) -> str:
+    """A value as written: 6 significant digits where they are the value (0.5, 3, 1e-05), else
+    every digit it needs (0.1234567 and 0.1234568 stay two values)."""
+    if not isinstance(value, float):
+        return str(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 def _short(value) -> str:
-    text = f"{value:g}" if isinstance(value, float) else str(value)
-    return text.replace(".", "p").replace("-", "m").replace("+", "")
+    return _text(value).replace(".", "p").replace("-", "m").replace("+", "")
 
 
 def said(point: Point) -> str:
     """A point as a reader reads it: 'sigma 0.5, train.epochs 40'."""
-    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in point)
+    return ", ".join(f"{k} {_text(v)}" for k, v in point)
 
 
 def name(point: Point) -> str:

@@ -388,8 +388,12 @@ OMIT_DEFAULT = "omit_default"
 def plain(value: Any) -> Any:
     """Settings as YAML-ready data: dataclasses -> dicts, tuples -> lists."""
     if is_dataclass(value):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)
-                if not (f.metadata.get(OMIT_DEFAULT) and getattr(value, f.name) == f.default)}  # fmt: skip
+        kept = [
+            f
+            for f in fields(value)
+            if not (f.metadata.get(OMIT_DEFAULT) and getattr(value, f.name) == f.default)
+        ]
+        return {f.name: plain(getattr(value, f.name)) for f in kept}
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
     if isinstance(value, dict):

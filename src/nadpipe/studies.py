@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .io import RUN_STUDIES_ENV, STUDIES_ENV, derive_seed, generator
 from .settings import (
-    CifarData,
     OMIT_DEFAULT,
+    CifarData,
     CifarNadSettings,
     FlipSettings,
     FourierSettings,
@@ -718,6 +718,7 @@ def study_code(study: str) -> str:
 
     module = type(REGISTRY[study]).__module__
     return "" if module.split(".")[0] == "nadpipe" else module_digest(module)
+
 
 PROTOCOL_PATTERN = r"@[A-Za-z0-9_]{1,32}"  # a variant's protocol suffix (StudySettings.protocols)
 VARIANT_PATTERN = (

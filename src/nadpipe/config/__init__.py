@@ -32,7 +32,37 @@ def load_config(config: dict, schema_path: str | Path, overrides=None) -> tuple[
     said = load_study_modules(merged)
     raw = validate(merged, schema_path)
     cfg = build(raw)
-    return cfg, said + check(cfg, raw)
+    return cfg, said + shadowed(raw, overrides or {}) + check(cfg, raw)
+
+
+def _leaves(data: dict, prefix: tuple = ()) -> list[tuple[tuple, object]]:
+    out = []
+    for k, v in data.items():
+        out += _leaves(v, (*prefix, k)) if isinstance(v, dict) else [((*prefix, k), v)]
+    return out
+
+
+def shadowed(raw: dict, overrides: dict) -> list[str]:
+    """What a `--config` override does not reach because a more specific key of the config
+    comes first (nads.X under an architecture's own nads.X; STUDY.train.X under
+    STUDY.train_per_arch.ARCH.X): one warning each, naming both keys."""
+    out = []
+    for path, value in _leaves(with_overrides({}, overrides)):
+        if path[0] == "nads" and len(path) == 2:
+            for arch, entry in sorted(raw.get("architectures", {}).items()):
+                own = (entry or {}).get("nads", {})
+                if path[1] in own and own[path[1]] != value:
+                    out.append((f"nads.{path[1]}={value}", arch,
+                                f"architectures.{arch}.nads.{path[1]}", own[path[1]]))  # fmt: skip
+        elif len(path) == 3 and path[1] == "train" and isinstance(raw.get(path[0]), dict):
+            per = raw[path[0]].get("train_per_arch", {})
+            for arch, own in sorted(per.items()):
+                if path[2] in (own or {}) and own[path[2]] != value:
+                    key = f"{path[0]}.train_per_arch.{arch}.{path[2]}"
+                    out.append((f"{path[0]}.train.{path[2]}={value}", arch, key, own[path[2]]))
+    return [f"--config {given} does not reach {arch}: the config's own {key} ({kept}) comes "
+            f"first, so {arch} keeps {kept}; override {key} to change it"
+            for given, arch, key, kept in out]  # fmt: skip
 
 
 def load_study_modules(config: dict) -> list[str]:

@@ -3,6 +3,7 @@ filled in, lists as tuples), `--config` overrides typed as in a file, the result
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,17 @@ def results_root(cfg: Config, configfiles=()) -> str:
     if cfg.results is not None:
         return cfg.results.rstrip("/")
     names = [Path(f).stem for f in configfiles]
-    return "results" if not names else "results-" + "+".join(names)
+    root = "results" if not names else "results-" + "+".join(names)
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", root):
+        from .schema import ConfigError
+
+        raise ConfigError(
+            f"the config file name {' + '.join(map(str, configfiles))} gives the results folder "
+            f"{root!r}, whose name holds characters the workflow's paths cannot (letters, digits "
+            f"and _ . + - only): rename the file, or give the config its folder (the key "
+            f"`results`, e.g. --config results=results-mine)"
+        )
+    return root
 
 
 def _typed(value):

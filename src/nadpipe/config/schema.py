@@ -21,7 +21,6 @@ from ..settings import REGISTRY_NAMES, Architecture
 from ..studies import REGISTRY
 
 
-
 class _StudyBlocks(Mapping):
     """Each study's settings class, by the study's name: read from the registry each time, so
     that a study registered after this module was imported (the config's study_modules) has

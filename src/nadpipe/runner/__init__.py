@@ -45,6 +45,9 @@ class Run:
         # the config files whose name gave the results folder (None: the `results` key did)
         self.owners = None if cfg.results is not None else workflow.config_settings.configfiles
         if self.main:
+            refused = runs.repeated_config(sys.argv)
+            if refused:
+                raise runs.CommandRefused(refused)
             # every command nadpipe suggests, in the jobs too, repeats the run's own options
             os.environ[RUN_ENV] = json.dumps(runs.run_options(sys.argv))
             self.warnings += runs.check(results)

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import fcntl
 import glob
+import json
 import os
 import sys
 import time
@@ -40,6 +41,10 @@ class RunInProgress(RuntimeError):
 
 class ResultsTaken(RuntimeError):
     """The results folder a command derived from its config file's name is another's."""
+
+
+class CommandRefused(RuntimeError):
+    """A command line nadpipe refuses before any work (the message says why)."""
 
 
 def in_progress(holder: str, results: str) -> RunInProgress:
@@ -86,6 +91,19 @@ def write_owner(results: str, configfiles: list[str], root: str = ".") -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(owner_names(configfiles, root)) + "\n")
+
+
+def repeated_config(argv: list[str]) -> str | None:
+    """Why a command line with several --config options is refused: Snakemake keeps the values
+    of the last one alone and drops the others without a word. None with one or none."""
+    given = [a for a in argv[1:] if a in ("--config", "-C") or a.startswith("--config=")]
+    if len(given) < 2:
+        return None
+    return (
+        f"--config is given {len(given)} times; Snakemake would keep the values of the last "
+        "alone and drop the others without a word. Give every override after one --config, "
+        "separated by spaces: --config a=1 b=2"
+    )
 
 
 def run_options(argv: list[str]) -> list[str]:
@@ -325,6 +343,55 @@ def end(
     return "\n".join(lines)
 
 
+def damaged(outputs: list[str], results: str = "results") -> list[str]:
+    """The results a run that has nothing to do would stand on but that cannot be read (a
+    file cut short or overwritten that kept its time, which Snakemake cannot see): the final
+    summaries (their parquet footer), the evaluations' arrays (a zip's directory) and the
+    resolved config (YAML). Reads headers only: cheap for a large grid."""
+    import zipfile
+
+    import pyarrow.parquet as pq
+    import yaml
+
+    bad = []
+    for path in outputs:
+        if path.endswith(".parquet") and os.path.isfile(path):
+            try:
+                pq.read_metadata(path)
+            except Exception:  # noqa: BLE001 -- a damaged file fails in any of pyarrow's layers
+                bad.append(path)
+    for path in sorted(glob.glob(os.path.join(glob.escape(results), "*", "eval", "*", "*.npz"))):
+        if not zipfile.is_zipfile(path):
+            bad.append(path)
+    for path in sorted(glob.glob(os.path.join(glob.escape(results), "nads", "*.json"))):
+        try:
+            with open(path) as f:
+                json.load(f)
+        except (ValueError, UnicodeDecodeError):
+            bad.append(path)
+    config = os.path.join(results, "config.yaml")
+    if os.path.isfile(config):
+        try:
+            with open(config) as f:
+                ok = isinstance(yaml.safe_load(f), dict)
+        except (yaml.YAMLError, UnicodeDecodeError):
+            ok = False
+        if not ok:
+            bad.append(config)
+    return bad
+
+
+def damaged_message(bad: list[str]) -> str:
+    from ..io import snakemake_command
+
+    command = snakemake_command("--cores", "all", "--forcerun", *bad)
+    return (
+        f"nadpipe: Snakemake finds every result up to date, but {len(bad)} file(s) they stand "
+        f"on cannot be read (cut short or overwritten, with their old time): "
+        f"{', '.join(bad)}. Remake them and what was made from them with: {command}"
+    )
+
+
 def up_to_date(outputs: list[str], warnings: list[str], results: str = "results") -> str:
     """What a run says when every result was already up to date (Snakemake then ends without
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
@@ -368,6 +435,10 @@ def summarise_at_exit(
         if ended() or not said:  # b879b52 said "nothing to do" after a LockException too
             return
         with contextlib.chdir(here):
+            bad = damaged(outputs(), results)
+            if bad:  # no result stands on them: said, and the exit status says so
+                print(damaged_message(bad), file=sys.stderr, flush=True)
+                os._exit(1)
             text = up_to_date(outputs(), warnings, results)
             print(text, file=sys.stderr, flush=True)
             # Snakemake's log file of this run: the first it made after this process started,

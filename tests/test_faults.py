@@ -1,0 +1,152 @@
+"""Faults a user meets, one test per class: each is refused before any work with the key or
+argument named, or survived with nothing lost; never a traceback, and the exit status is true.
+Every command a message gives is run as given."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, SCHEMA
+from test_side_by_side import TINY
+
+from nadpipe import config as nc
+
+SCRIPT = str(Path(sys.executable).parent / "nadpipe")
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+
+
+def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True)
+
+
+def typed(cwd: Path, line: str) -> subprocess.CompletedProcess:
+    """A command a message gave, typed exactly as given."""
+    args = shlex.split(line)
+    assert args[0] == "snakemake", line
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_output_into_a_full_disk_is_said_in_one_line():
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([SCRIPT, "config"], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr == "nadpipe config: cannot write the output: No space left on device\n"
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--scale", "0"], "argument --scale: 0 is not an integer from 1 to 1000000"),
+        (["--offset", str(10**30)], f"argument --offset: {10**30} is not an integer from"),
+        (["--scale", "1e23"], "argument --scale: '1e23' is not an integer"),
+    ],
+)
+def test_versus_refuses_frequencies_out_of_reach_naming_the_flag(args, said, tmp_path):
+    res = subprocess.run([SCRIPT, "versus", "a.parquet", "b.csv", *args], cwd=tmp_path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    "results, said",
+    [
+        (".git", "'.git' is inside .git/, a hidden folder"),
+        ("out/.snakemake/x", "is inside .snakemake/, a hidden folder"),
+        ("config.yaml", "'config.yaml' is a file, not a folder"),
+    ],
+)
+def test_a_results_folder_that_is_not_one_is_refused(results, said, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("{}\n")
+    with pytest.raises(nc.ConfigError, match=re.escape(said)):
+        nc.load_config({"results": results}, SCHEMA)
+
+
+def test_odd_config_file_names_and_repeated_overrides_are_refused_before_any_job(tmp_path):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
+    (tmp_path / "a{b}.yaml").write_text("nads: {n_networks: 30}\n")
+    res = snakemake(tmp_path, "-n", "--configfile", "a{b}.yaml")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "Traceback" not in out
+    assert "gives the results folder 'results-a{b}'" in out and "the key `results`" in out
+    # as it says: the config's own folder
+    said = re.search(r"\(the key `results`, e\.g\. (--config results=[\w-]+)\)", out)[1]
+    res = snakemake(tmp_path, "-n", "--configfile", "a{b}.yaml", *shlex.split(said))
+    assert res.returncode == 0 and "results-mine/nads/mlp.pt" in res.stdout
+
+    # two --config: Snakemake would keep the last alone
+    res = snakemake(tmp_path, "-n", "--config", "nads={n_networks: 30}", "--config",
+                    "results=results-two")  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "--config is given 2 times" in out
+    # as it says: one --config, every override after it
+    res = snakemake(tmp_path, "-n", "--config", "nads={n_networks: 30}", "results=results-two")
+    assert res.returncode == 0 and "results-two/nads/mlp.pt" in res.stdout
+
+
+def test_an_override_that_a_more_specific_key_shadows_is_said(tmp_path):
+    config = {**TINY, "architectures": {"mlp": {**TINY["architectures"]["mlp"],
+                                                "nads": {"n_networks": 40}}}}  # fmt: skip
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    res = snakemake(tmp_path, "-n", "--config", "nads={n_networks: 50, seed: 1}")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0
+    said = (
+        "--config nads.n_networks=50 does not reach mlp: the config's own "
+        "architectures.mlp.nads.n_networks (40) comes first, so mlp keeps 40"
+    )
+    assert said in out
+    assert "nads.seed=1 does not reach" not in out  # that one does reach it
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    work = tmp_path_factory.mktemp("finished")
+    (work / "config.yaml").write_text(yaml.safe_dump(TINY))
+    res = snakemake(work, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return work
+
+
+def _damage(path: Path, data: bytes) -> None:
+    """Overwrite `path` with `data`, keeping its time (Snakemake then sees nothing)."""
+    st = path.stat()
+    path.write_bytes(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["nad_pairs/summary.parquet", "nad_pairs/eval/mlp/i0_j0_s0.npz", "config.yaml",
+     "nads/mlp.json"],
+)  # fmt: skip
+def test_a_damaged_result_that_kept_its_time_is_named_with_the_command_that_remakes_it(
+    finished, name
+):
+    path = finished / "results" / name
+    whole = path.read_bytes()
+    summary = pd.read_parquet(finished / "results/nad_pairs/summary.parquet")
+    garbage = whole[: len(whole) // 2] if name.endswith((".parquet", ".npz")) else b"{: [\n"
+    _damage(path, garbage)
+    res = snakemake(finished, "--cores", "2")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out[-3000:]
+    assert (
+        f"1 file(s) they stand on cannot be read (cut short or overwritten, with their old "
+        f"time): results/{name}" in out
+    )
+    assert "every result is up to date" not in out
+    command = re.search(r"Remake them and what was made from them with: (.+)$", out, re.M)[1]
+    res = typed(finished, command)
+    assert res.returncode == 0, res.stderr[-3000:]
+    after = pd.read_parquet(finished / "results/nad_pairs/summary.parquet")
+    numeric = summary.select_dtypes("number").columns
+    assert np.allclose(after[numeric], summary[numeric], equal_nan=True)  # nothing lost
+    assert "every result is up to date" in snakemake(finished, "--cores", "2").stderr
