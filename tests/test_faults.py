@@ -122,29 +122,30 @@ def _damage(path: Path, data: bytes) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["nad_pairs/summary.parquet", "nad_pairs/eval/mlp/i0_j0_s0.npz", "config.yaml",
-     "nads/mlp.json"],
-)  # fmt: skip
-def test_a_damaged_result_that_kept_its_time_is_named_with_the_command_that_remakes_it(
-    finished, name
+DAMAGED = ["nad_pairs/summary.parquet", "nad_pairs/eval/mlp/i0_j0_s0.npz", "config.yaml",
+           "nads/mlp.json"]  # fmt: skip
+
+
+def test_damaged_results_that_kept_their_time_are_named_with_the_command_that_remakes_them(
+    finished,
 ):
-    path = finished / "results" / name
-    whole = path.read_bytes()
     summary = pd.read_parquet(finished / "results/nad_pairs/summary.parquet")
-    garbage = whole[: len(whole) // 2] if name.endswith((".parquet", ".npz")) else b"{: [\n"
-    _damage(path, garbage)
+    for name in DAMAGED:  # cut short, or overwritten with what is no file of its kind
+        path = finished / "results" / name
+        whole = path.read_bytes()
+        _damage(path, whole[: len(whole) // 2] if name.endswith((".parquet", ".npz")) else
+                b"{: [\n")  # fmt: skip
     res = snakemake(finished, "--cores", "2")
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "Traceback" not in out, out[-3000:]
-    assert (
-        f"1 file(s) they stand on cannot be read (cut short or overwritten, with their old "
-        f"time): results/{name}" in out
+    listed = re.search(r"(\d+) file\(s\) they stand on cannot be read \(cut short or "
+                       r"overwritten, with their old time\): (.*?)\. Remake", out)  # fmt: skip
+    assert listed[1] == "4" and sorted(listed[2].split(", ")) == sorted(
+        f"results/{name}" for name in DAMAGED
     )
     assert "every result is up to date" not in out
     command = re.search(r"Remake them and what was made from them with: (.+)$", out, re.M)[1]
-    res = typed(finished, command)
+    res = typed(finished, command)  # exactly as given
     assert res.returncode == 0, res.stderr[-3000:]
     after = pd.read_parquet(finished / "results/nad_pairs/summary.parquet")
     numeric = summary.select_dtypes("number").columns

@@ -50,11 +50,16 @@ def test_the_coarse_grid_is_every_combination_and_refinement_halves_the_gaps_aro
         (("sigma", 0.5), ("train.epochs", 10)),
         (("sigma", 2.0), ("train.epochs", 10)),
         (("sigma", 1.0), ("train.epochs", 20)),  # 10 and 40: sqrt(400), a whole number
+        (("sigma", 1.0), ("train.epochs", 2)),  # 10 is the fewest tried: one step outward
     ]
-    # at the edge of the range: one side only; the next round narrows further
-    assert ns.refine((("sigma", 0.25),), ns.coarse({"sigma": [0.25, 1.0, 4.0]})) == [
-        (("sigma", 0.5),)
-    ]
+    # at the edge of the range: the midpoint on its one side, and one step outward (as far
+    # beyond, geometrically, as its neighbour: 0.25^2 / 1); said as the edge
+    coarse = ns.coarse({"sigma": [0.25, 1.0, 4.0]})
+    assert ns.refine((("sigma", 0.25),), coarse) == [(("sigma", 0.5),), (("sigma", 0.0625),)]
+    assert ns.edges((("sigma", 0.25),), coarse) == ["sigma 0.25 (the smallest tried)"]
+    assert ns.edges((("sigma", 1.0),), coarse) == []
+    # the case that stayed put before: started at 1, 3, 9 around the stated 3, best at 1
+    assert (("sigma", 0.333),) in ns.refine((("sigma", 1.0),), ns.coarse({"sigma": [1, 3, 9.0]}))
     tried = [(("sigma", s),) for s in (0.25, 0.5, 1.0, 2.0, 4.0)]
     assert ns.refine((("sigma", 0.5),), tried) == [(("sigma", 0.354),), (("sigma", 0.707),)]
     # nothing new around a point already surrounded by its midpoints; a name has no neighbours

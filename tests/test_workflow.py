@@ -68,7 +68,8 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     assert "results/nad_pairs/summary.parquet" in console  # the final message names outputs
     # ... and what they show, as the report's first page says it (computed from the rows)
     found = console.split("What the results show:")[1]
-    assert "- nad_pairs: lenet (1 seed per cell): relied on the channel of the lower NAD" in found
+    assert ("- nad_pairs: lenet (1 seed per cell): the lower NAD index: relied on the channel of "
+            "the lower NAD") in found  # fmt: skip
     # the timings, which differ from run to run, are kept beside it, one row per model, with
     # where each model trained: no GPU slot here (820f241 made a pool of GPUs 0 and 1 on this
     # CPU machine for --resources gpu=2)
@@ -753,8 +754,8 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         assert min(top) >= 0, top
         assert "nad_pairs: test accuracy (%)" in landing
         # what the study found, from the results: LeNet follows its NADs
-        assert ("lenet (1 seed per cell): relied on the channel of the lower NAD index in 2 of 2 "
-                "cells with i ≠ j") in landing  # fmt: skip
+        assert ("lenet (1 seed per cell): the lower NAD index: relied on the channel of the lower "
+                "NAD index in 2 of 2 cells with i ≠ j") in landing  # fmt: skip
 
         def open_result(name, button):
             """The lenet (or "all") row of a nad_pairs subcategory; click its eye (0) or its
@@ -784,12 +785,21 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         load()
         click("NADs")
         wait.until(lambda d: "per architecture" in body() and "signatures" in body())
-        # the first page shows the headline figures themselves
+        # the first page leads with a headline figure across the page, readable in a window
+        # 1 400 px wide (its text at least as large as drawn: shown no smaller than its
+        # pixels), above "What ran"; the other architecture's after the headline numbers
         load()
         shown = [i for i in d.find_elements(By.TAG_NAME, "img")
                  if (i.get_attribute("src") or "").startswith("data:image/png")]  # fmt: skip
-        assert len(shown) == 2 and all(i.size["width"] > 200 for i in shown)
-        assert d.execute_script("return arguments[0].naturalWidth", shown[0]) > 500
+        assert len(shown) == 2
+        natural = d.execute_script("return arguments[0].naturalWidth", shown[0])
+        page = d.execute_script("return arguments[0].parentElement.getBoundingClientRect().width",
+                                shown[0])  # fmt: skip
+        assert shown[0].size["width"] >= 0.95 * page and page > 900, (shown[0].size, page)
+        assert shown[0].size["width"] >= min(natural, page) * 0.95 and natural > 900
+        heading = [h for h in d.find_elements(By.TAG_NAME, "h2") if h.text == "What ran"][0]
+        assert shown[0].location["y"] < heading.location["y"] < shown[1].location["y"]
+        d.save_screenshot(str(tmp_path / "landing.png"))
         # the config shown in place, not downloaded
         click("Configuration")
         rows = wait.until(lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "table tr")

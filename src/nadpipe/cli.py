@@ -473,7 +473,8 @@ def cmd_search(args) -> int:
             f"round 1 would run {sum(jobs.values())} jobs ({counts}) for {n} protocol(s): "
             f"{'; '.join(ns.said(p) for p in ns.coarse(s.axes))}\n"
             f"each later round: at most {2 * len(s.axes)} protocol(s) (two midpoints per numeric "
-            f"key), {jobs.get('train', 0) // n} train job(s) each"
+            f"key, or one and a step outward where the best is the smallest or largest tried), "
+            f"{jobs.get('train', 0) // n} train job(s) each"
         )
         return 0
     try:

@@ -3,7 +3,6 @@ the others zeroed), and the per-model measures a study asks for (`MEASURES`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,13 +15,6 @@ from .data import Splits
 from .io import generator
 from .models import relu_units
 from .settings import AnalysisSettings
-
-
-def at_chance(accuracy: float, n: int, classes: int) -> bool:
-    """Whether an accuracy on n samples is indistinguishable from guessing among `classes`:
-    not above 1/classes by three binomial standard errors."""
-    p = 1 / classes
-    return accuracy <= p + 3 * math.sqrt(p * (1 - p) / max(n, 1))
 
 
 def keep_channels(x: torch.Tensor, keep: tuple[int, ...]) -> torch.Tensor:

@@ -8,77 +8,143 @@ import math
 import pandas as pd
 
 
+def at_chance(accuracy: float, n: int, classes: int) -> bool:
+    """Whether an accuracy on n samples is indistinguishable from guessing among `classes`:
+    not above 1/classes by three binomial standard errors (a coin's accuracy on n points
+    strays that far in 1 of about 700 draws)."""
+    p = 1 / classes
+    return accuracy <= p + 3 * math.sqrt(p * (1 - p) / max(n, 1))
+
+
+def margin_angle(eps1: float, eps2: float) -> float:
+    """atan(ε2/ε1) in degrees: the reliance angle of a predictor that weighs each channel by
+    its margin (as a learner without directional bias would)."""
+    return math.degrees(math.atan2(eps2, eps1))
+
+
+def margin_band(angle: float) -> float:
+    """How far from the margin angle a reliance angle still reads as weighing by margins: half
+    the way to the nearer channel alone (0° or 90°)."""
+    return min(angle, 90 - angle) / 2
+
+
+def _learned(part: pd.DataFrame) -> pd.Series:
+    """Per row: the model learned (its training did, and its test accuracy with both channels
+    is clearly above chance: at_chance on the test set's size, 2 classes) and has an angle."""
+    ok = part["outcome"] == "learned" if "outcome" in part else part["accuracy"].notna()
+    if "n_test" in part:
+        above = [not at_chance(a, int(n), 2) for a, n in zip(part["accuracy"], part["n_test"],
+                                                                 strict=True)]  # fmt: skip
+        ok = ok & pd.Series(above, index=part.index)
+    return ok & part["reliance_deg"].notna()
+
+
 def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
     """Per architecture and cell (i, j) of a D(v1) ⊕ D(v2) study, over its seeds: how many
-    seeds ran and learned, the channel each learned seed relied on (reliance angle below 45°:
-    channel 1, above: channel 2), and the cell's verdict: "lower" / "higher" (every seed
-    learned and relied on the channel of the lower / higher NAD index; i = j: "same"), "edge"
-    (the seeds disagree: some did not learn, or they relied on different channels: a cell at
-    the edge of learning, whose one-seed result is a coin), "not learned" (no seed learned)."""
+    seeds ran and learned (clearly above chance on the test set, `_learned`), their reliance
+    angles, and the cell's verdict: "margin" (every seed weighed the channels by their margins:
+    its angle within `margin_band` of atan(ε2/ε1)), "lower" / "higher" (every seed relied on
+    the channel of the lower / higher NAD index: angle below 45°, channel 1; above, channel 2),
+    "same" (i = j), "edge" (the seeds disagree: some did not learn, or they relied on
+    different channels: a cell at the edge of learning, whose one-seed result is a coin),
+    "not learned" (no seed learned)."""
     test = df[(df["split"] == "test") & (df["condition"] == "both")]
     rows = []
     for (arch, i, j), part in test.groupby(["arch", "nad_i", "nad_j"], sort=False):
-        learned = part["outcome"] == "learned" if "outcome" in part else part["accuracy"].notna()
-        learned &= part["reliance_deg"].notna()
-        sides = set((part.loc[learned, "reliance_deg"] < 45).map({True: 1, False: 2}))
+        learned = _learned(part)
+        angles = part.loc[learned, "reliance_deg"]
+        sides = set((angles < 45).map({True: 1, False: 2}))
+        m = margin_angle(part["eps1"].iloc[0], part["eps2"].iloc[0])
         if not learned.any():
             verdict = "not learned"
-        elif not learned.all() or (len(sides) > 1 and i != j):
+        elif not learned.all():
             verdict = "edge"
+        elif ((angles - m).abs() <= margin_band(m)).all():
+            verdict = "margin"
         elif i == j:  # both channels carry the same NAD: either side is the same choice
             verdict = "same"
+        elif len(sides) > 1:
+            verdict = "edge"
         else:
             verdict = "lower" if (sides == {1}) == (i < j) else "higher"
+        # how far each learned seed is from the channel it relied on alone (0° or 90°)
+        alone = float(angles.map(lambda a: a if a < 45 else 90 - a).max()) if len(angles) else 0
         rows.append({"arch": arch, "nad_i": i, "nad_j": j, "seeds": len(part),
-                     "learned": int(learned.sum()), "verdict": verdict})  # fmt: skip
+                     "learned": int(learned.sum()), "verdict": verdict,
+                     "reliance_min": angles.min(), "reliance_max": angles.max(),
+                     "from_channel": alone, "margin_deg": m})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def pair_findings(df: pd.DataFrame) -> list[str]:
     """What a D(v1) ⊕ D(v2) study found, per architecture, from its cells over their seeds
-    (`cell_verdicts`): in how many cells i ≠ j every seed relied on the channel of the lower
-    NAD index, which cells are at the edge of learning (seeds disagree) or not learned; and the
-    mean reliance angle of its learned models against atan(ε2/ε1), the angle of a predictor
-    that weighs each channel by its margin (as a learner without directional bias would)."""
+    (`cell_verdicts`), behaviour by behaviour, each with the numbers that show it: the cells
+    i ≠ j where every seed relied on the channel of the lower (or higher) NAD index and how
+    close to that channel alone; those where it weighed the channels by their margins, against
+    atan(ε2/ε1); those at the edge of learning (seeds disagree) and those not learned. No
+    statistic is averaged over cells that behave differently."""
     cells = cell_verdicts(df)
-    test = df[(df["split"] == "test") & (df["condition"] == "both")]
-    if "outcome" in test:
-        test = test[test["outcome"] == "learned"]
-    test = test[test["reliance_deg"].notna()]
     out = []
     for arch, part in cells.groupby("arch", sort=False):
         off = part[part["nad_i"] != part["nad_j"]]
         seeds = int(part["seeds"].min())
+        n = len(off)
+        head = f"{arch} ({seeds} seed{'s' if seeds > 1 else ''} per cell): "
+        if not n:  # both channels carry the same NAD in every cell: no choice between NADs
+            out.append(head + "no cell with i ≠ j, so no choice between NAD indices to report"
+                       + _margin_part(part, len(part), "cells"))  # fmt: skip
+            continue
         counts = off["verdict"].value_counts()
-        k, n = int(counts.get("lower", 0)), len(off)
-        line = f"{arch} ({seeds} seed{'s' if seeds > 1 else ''} per cell): "
-        if n:
-            line += f"relied on the channel of the lower NAD index in {k} of {n} cells with i ≠ j"
-            line += " (every seed)" if seeds > 1 else ""
-        else:  # both channels carry the same NAD in every cell: no choice between NADs to see
-            line += "no cell with i ≠ j, so no choice between NAD indices to report"
-        higher = int(counts.get("higher", 0))
-        if higher:
-            line += f", on the higher in {higher}"
+        parts = []
+        for side in ("lower", "higher"):
+            cells_of = off[off["verdict"] == side]
+            if len(cells_of):
+                every = "every seed, " if seeds > 1 else ""
+                parts.append(f"relied on the channel of the {side} NAD index in {len(cells_of)} "
+                             f"of {n} cells with i ≠ j ({every}each within "
+                             f"{cells_of['from_channel'].max():.1f}° of that channel "
+                             "alone)")  # fmt: skip
+        margin = _margin_part(off, n, "cells with i ≠ j")
+        if margin:
+            parts.append(margin.removeprefix("; "))
         edge = off[off["verdict"] == "edge"]
         if len(edge):
             where = ", ".join(f"({a}, {b})" for a, b in edge[["nad_i", "nad_j"]].values)
-            line += f"; at the edge of learning (its seeds disagree) in {len(edge)}: {where}"
+            parts.append(f"at the edge of learning (its seeds disagree) in {len(edge)}: {where}")
         dead = int(counts.get("not learned", 0))
         if dead:
-            line += f"; not learned by any seed in {dead}"
+            parts.append(f"not learned by any seed in {dead} (test accuracy not clearly above "
+                         "chance)")  # fmt: skip
         if seeds == 1:
-            line += "; with one seed per cell no cell can be told to be at the edge of learning"
-        mine = test[test["arch"] == arch]
-        if len(mine):
-            margin = math.degrees(math.atan2(mine["eps2"].iloc[0], mine["eps1"].iloc[0]))
-            mean = mine["reliance_deg"].mean()
-            line += (
-                f"; mean reliance angle {mean:.1f}° (atan(ε2/ε1) = {margin:.1f}°: the angle of "
-                "a predictor that weighs each channel by its margin)"
-            )
-        out.append(line)
+            parts.append("with one seed per cell no cell can be told to be at the edge of "
+                         "learning")  # fmt: skip
+        behaviour = _behaviour(counts, n)
+        out.append(head + behaviour + "; ".join(parts))
     return out
+
+
+def _behaviour(counts: pd.Series, n: int) -> str:
+    """What an architecture does, when every cell i ≠ j does the same: "the lower NAD index: "
+    and the like; "" when its cells differ (the parts say each)."""
+    words = {"lower": "the lower NAD index", "higher": "the higher NAD index",
+             "margin": "by margin", "edge": "at the edge of learning",
+             "not learned": "not learned"}  # fmt: skip
+    top = counts.index[0] if len(counts) else None
+    return f"{words[top]}: " if top in words and counts.iloc[0] == n else ""
+
+
+def _margin_part(cells: pd.DataFrame, n: int, what: str) -> str:
+    """The cells whose every seed weighed the channels by their margins, with their angles."""
+    by = cells[cells["verdict"] == "margin"]
+    if not len(by):
+        return ""
+    m = float(by["margin_deg"].iloc[0])
+    lo, hi = f"{by['reliance_min'].min():.1f}", f"{by['reliance_max'].max():.1f}"
+    return (f"; weighed the channels by their margins in {len(by)} of {n} {what}, whatever "
+            f"their NAD indices: reliance angle {lo if lo == hi else f'{lo}–{hi}'}° against "
+            f"atan(ε2/ε1) = {m:.1f}° (the angle of a "
+            f"predictor that weighs each channel by its margin; within ±{margin_band(m):.1f}°, "
+            "half the way to either channel alone)")  # fmt: skip
 
 
 def rank_findings(df: pd.DataFrame, key: str) -> list[str]:

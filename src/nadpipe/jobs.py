@@ -17,7 +17,8 @@ import torch
 from . import models, row
 from .backend import Backend, facts, on_cpu, setup
 from .data import checksum
-from .evaluate import MEASURES, Context, accuracy_and_loss, at_chance, evaluate_conditions
+from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
+from .findings import at_chance
 from .grid import EvalJob, NadJob, TrainJob
 from .io import (
     ArtifactError,

@@ -137,7 +137,7 @@ def _min_overlap(config: dict, path: str) -> float:
 
 def _figure(path: str) -> list[str]:
     """An image directive showing `path` in the page itself (a data URI: the report is one
-    self-contained file)."""
+    self-contained file), the page's full width: readable in a window 1 400 px wide."""
     import base64
 
     with open(path, "rb") as f:
@@ -145,7 +145,7 @@ def _figure(path: str) -> list[str]:
     name = os.path.basename(path)
     # the URI in lines (docutils joins them, and refuses a line over 10 000 characters)
     lines = [f"   {data[i : i + 76]}" for i in range(0, len(data), 76)]
-    return [".. image:: data:image/png;base64,", *lines, f"   :alt: {name}", "   :width: 49%", ""]
+    return [".. image:: data:image/png;base64,", *lines, f"   :alt: {name}", "   :width: 100%", ""]
 
 
 def landing_page(
@@ -165,10 +165,14 @@ def landing_page(
             "equally good, and how that follows their NADs."
         ),
         "",
-        "What ran",
-        "--------",
-        "",
     ]
+    if figures:  # the page leads with the headline figure, full width
+        study = os.path.basename(os.path.dirname(os.path.dirname(figures[0])))
+        parts += [_rst(f"{study}: {os.path.basename(figures[0])} (its caption is under the "
+                       "study's category; the figures of the other architectures follow the "
+                       "headline numbers):"), ""]  # fmt: skip
+        parts += _figure(figures[0])
+    parts += ["What ran", "--------", ""]
     frames = {}
     for path in summaries:
         df = load_parquet(path)
@@ -181,12 +185,10 @@ def landing_page(
     parts += ["Headline numbers", "----------------", ""]
     for study, df in frames.items():
         parts += [_headline(study, df), ""]
-    if figures:
-        study = os.path.basename(os.path.dirname(os.path.dirname(figures[0])))
-        names = ", ".join(os.path.basename(p) for p in figures)
-        parts += [_rst(f"{study}, one figure per architecture ({names}; their captions are "
-                       "under the study's category):"), ""]  # fmt: skip
-        for path in figures:
+    if len(figures) > 1:
+        names = ", ".join(os.path.basename(p) for p in figures[1:])
+        parts += [_rst(f"The same figure for the other architectures ({names}):"), ""]
+        for path in figures[1:]:
             parts += _figure(path)
     parts += [
         _rst(
@@ -238,6 +240,12 @@ def summary_table(df: pd.DataFrame, output: str) -> None:
         )
 
     table = stats.apply(cell, axis=1).unstack("condition")
-    html = table.to_html(border=0, classes="nadpipe-summary")
     title = f"<h3>{study}: test accuracy (%) per cell, mean over seeds</h3>"
+    extra = REGISTRY[study].cell_columns(df)
+    if extra is not None and "protocol" not in keys:  # what each cell shows, beside it
+        table = table.join(extra, on=list(extra.index.names))
+        title = (f"<h3>{study}: test accuracy (%) per cell and condition, mean over seeds "
+                 f"[range]; the reliance angle of its learned seeds and what the cell "
+                 f"shows</h3>")  # fmt: skip
+    html = table.to_html(border=0, classes="nadpipe-summary")
     save_text(f"<html><body>{title}{html}</body></html>\n", output)

@@ -76,22 +76,43 @@ def _midpoint(key: str, a, b):
     return round(m) if key in INTEGER_KEYS else float(f"{m:.3g}")
 
 
+def _tried(key: str, tried: Sequence[Point]) -> list:
+    return sorted({dict(p)[key] for p in tried if _numeric(dict(p).get(key))})
+
+
+def edges(best: Point, tried: Sequence[Point]) -> list[str]:
+    """The numeric keys along which `best` is the smallest or largest value tried (its best
+    fit may lie beyond), as 'sigma 1 (the smallest tried)'."""
+    out = []
+    for key, value in best:
+        values = _tried(key, tried)
+        if _numeric(value) and len(values) > 1 and value in (values[0], values[-1]):
+            side = "smallest" if value == values[0] else "largest"
+            out.append(f"{key} {_text(value)} (the {side} tried)")
+    return out
+
+
 def refine(best: Point, tried: Sequence[Point]) -> list[Point]:
     """New protocols around `best`: per numeric key, the geometric midpoint towards the nearest
-    value tried on each side (the other keys as in `best`); none tried already."""
+    value tried on each side, and where `best` is the smallest or largest value tried, one step
+    outward (as far beyond it, geometrically, as its neighbour is on the other side); the other
+    keys as in `best`; none tried already."""
     seen = set(tried)
     out: list[Point] = []
     here = dict(best)
     for key, value in best:
         if not _numeric(value):
             continue
-        values = sorted({dict(p)[key] for p in tried if _numeric(dict(p).get(key))})
+        values = _tried(key, tried)
         below = [v for v in values if v < value]
         above = [v for v in values if v > value]
-        for other in below[-1:] + above[:1]:
-            m = _midpoint(key, value, other)
+        steps = [_midpoint(key, value, other) for other in below[-1:] + above[:1]]
+        if bool(below) != bool(above):  # on the edge of what was tried: step outward
+            beyond = value * value / (above[0] if above else below[-1])
+            steps.append(max(1, round(beyond)) if key in INTEGER_KEYS else float(f"{beyond:.3g}"))
+        for m in steps:
             point = tuple(sorted({**here, key: m}.items()))
-            if m not in (value, other) and point not in seen:
+            if m not in values and point not in seen and _numeric(m):
                 seen.add(point)
                 out.append(point)
     return out
@@ -426,6 +447,11 @@ def run(search: Search, say: Callable[[str], None]) -> list[dict]:
             f"|difference| {best['mean_abs_diff']:.2f} points, largest "
             f"{best['max_abs_diff']:.2f}, over {best['cells']} cells")  # fmt: skip
         points = refine(_point(best, search), list(tried))
+        edge = edges(_point(best, search), list(tried))
+        if edge:
+            say(f"round {r}: the best lies on the edge of what was tried: {'; '.join(edge)}; "
+                + ("the next round steps outward" if r < search.rounds and points else
+                   "a better fit may lie beyond it: search again with values past it"))  # fmt: skip
     return rows
 
 

@@ -266,6 +266,11 @@ class Study:
         rows (nadpipe.findings): the report's first page and the end of a run say them."""
         return []
 
+    def cell_columns(self, df: pd.DataFrame) -> pd.DataFrame | None:
+        """Columns the report's summary page adds to each cell's accuracies (indexed by
+        `arch` and the variant's columns), e.g. what the cell shows; None for none."""
+        return None
+
     def describe_grid(self, s: dict) -> str:
         """The study's grid in words, from its plain settings (the report's first page)."""
         return f"NAD indices {', '.join(map(str, s['indices']))}"
@@ -306,6 +311,31 @@ class NadPairs(Study):
         from .findings import pair_findings
 
         return pair_findings(df)
+
+    def cell_columns(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Each cell's reliance angle over its learned seeds and its verdict (nadpipe.findings:
+        the lower or higher NAD index, by margin, at the edge, not learned)."""
+        import pandas as pd
+
+        from .findings import cell_verdicts
+
+        cells = cell_verdicts(df)
+
+        def angle(r) -> str:
+            lo, hi = r["reliance_min"], r["reliance_max"]
+            if lo != lo:  # NaN: no seed learned
+                return "n/a"
+            return f"{lo:.1f}" if hi - lo < 0.05 else f"{lo:.1f} to {hi:.1f}"
+
+        words = {"lower": "the lower NAD index", "higher": "the higher NAD index",
+                 "margin": "by margin", "same": "i = j", "edge": "at the edge",
+                 "not learned": "not learned"}  # fmt: skip
+        return pd.DataFrame({
+            "arch": cells["arch"], "nad_i": cells["nad_i"], "nad_j": cells["nad_j"],
+            "reliance (°)": cells.apply(angle, axis=1),
+            "finding": [f"{words[v]} ({n} of {k} seeds learned)" for v, n, k in
+                        zip(cells["verdict"], cells["learned"], cells["seeds"], strict=True)],
+        }).set_index(["arch", "nad_i", "nad_j"])  # fmt: skip
 
     def describe_grid(self, s: dict) -> str:
         return f"{super().describe_grid(s)}, every pair (i, j)"
