@@ -104,6 +104,14 @@ def test_an_override_that_a_more_specific_key_shadows_is_said(tmp_path):
     )
     assert said in out
     assert "nads.seed=1 does not reach" not in out  # that one does reach it
+    # as it says: override that key (the resolved config, every default filled in, holds it)
+    fix = "architectures={mlp: {nads: {n_networks: 50}}}"
+    res = snakemake(tmp_path, "--cores", "1", "--until", "resolved_config", "--config", fix)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "does not reach" not in out
+    resolved = yaml.safe_load((tmp_path / "results/config.yaml").read_text())
+    assert resolved["architectures"]["mlp"]["nads"]["n_networks"] == 50
+    assert resolved["architectures"]["mlp"]["kwargs"] == {"hidden": [16]}  # merged, not replaced
 
 
 @pytest.fixture(scope="module")

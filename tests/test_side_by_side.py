@@ -2,6 +2,7 @@
 everything a run writes (results, logs, benchmarks, its lock) lies in its own folder. Real runs,
 the first frozen while it holds its lock (no sleep decides the test)."""
 
+import re
 import signal
 import subprocess
 import sys
@@ -119,6 +120,10 @@ def test_config_files_of_the_same_name_never_share_a_folder_unless_they_say_so(t
     assert "results-x-2/nads/mlp.pt" in moved.stdout
     # the first config's own runs go on
     assert snakemake(tmp_path, "-n", "--cores", "1", "--configfile", "a/x.yaml").returncode == 0
+    # the other way it gives, for the same config moved: delete the record and run again
+    record = re.search(r"if it is the same config moved, delete (\S+) and run again", out)[1]
+    (tmp_path / record).unlink()
+    assert snakemake(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml").returncode == 0
     # a config that names the folder itself may share it (it says so)
     (tmp_path / "b/x.yaml").write_text(yaml.safe_dump({**TINY, "results": "results-x"}))
     assert snakemake(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml").returncode == 0

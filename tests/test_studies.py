@@ -152,6 +152,13 @@ def test_a_study_module_that_cannot_be_imported_is_named_with_its_key(tmp_path):
     env = {**os.environ, "NADPIPE_STUDIES": "fine", "PYTHONPATH": str(tmp_path)}
     res = snakemake(tmp_path, "-n", "--cores", "1", env=env)
     assert "name them in the config instead (study_modules: [fine])" in res.stdout + res.stderr
+    # as it says: in the config, the variable unset
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({"study_modules": ["fine"], "nad_pairs": {"indices": [0]}})
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NADPIPE_STUDIES"}
+    res = snakemake(tmp_path, "-n", "--cores", "1", env=env)
+    assert "NADPIPE_STUDIES" not in res.stdout + res.stderr
 
 
 def test_no_module_outside_the_registry_names_a_study():

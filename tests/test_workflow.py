@@ -240,7 +240,13 @@ def test_figures_and_report(run):
     assert "Headline numbers" in html and "What ran" in html  # the landing page
     landing = (workdir / "results/report/landing.rst").read_text()
     assert landing.count(".. image:: data:image/png;base64,") == 2  # reliance, per architecture
-    assert r"reliance\_mlp.png, reliance\_lenet.png" in landing  # as rst text
+    # the page leads with the first architecture's, across the page; the other's after the
+    # headline numbers (as rst text)
+    first, what_ran, other = (landing.index(t) for t in (
+        r"nad\_pairs: reliance\_mlp.png (its caption", "What ran",
+        r"The same figure for the other architectures (reliance\_lenet.png)"))  # fmt: skip
+    assert first < landing.index(".. image::") < what_ran < other
+    assert landing.count(":width: 100%") == 2
     assert "config.html" in html  # the config as a page (b879b52: a .yaml to download)
     assert "System Message" not in html and "Docutils" not in html  # every caption renders
 

@@ -32,12 +32,12 @@ def path(template, **fixed):
 
 def logs(name):
     """A job's log, under this run's results folder (nadpipe.paths.LOGS)."""
-    return path(npath.LOGS) + "/" + name
+    return f"{path(npath.LOGS)}/{name}"
 
 
 def benchmarks(name):
     """A job's benchmark table, under this run's results folder (nadpipe.paths.BENCHMARKS)."""
-    return path(npath.BENCHMARKS) + "/" + name
+    return f"{path(npath.BENCHMARKS)}/{name}"
 
 
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
