@@ -3,9 +3,11 @@
 `Run` is its one entry point, made once by common.smk while Snakemake parses the workflow:
 - parsing (every Snakemake command: a run, -n, --report, --lint, --unlock, --summary, a
   profile's calls) only reads and plans: it stops the command while another run executes jobs
-  in this directory (runs.check), plans the GPU slot pool (slots) and the cells trained together
+  that write its results folder (runs.check), or when that folder is another config file's,
+  or --config is repeated; it plans the GPU slot pool (slots) and the cells trained together
   (batches), and hands the jobs where they compute through the environment;
-- `start`, Snakemake's onstart, which only a run that executes jobs reaches: takes the run lock,
+- `start`, Snakemake's onstart, which only a run that executes jobs reaches: takes the run lock
+  of its results folder and records the config files that write it,
   writes the batch manifests, remembers the model checks that passed (nadpipe.verdicts), starts
   the warm job server (worker);
 - `end`, Snakemake's onsuccess / onerror, and the "nothing to do" summary of a run that had no
@@ -53,7 +55,7 @@ class Run:
             self.warnings += runs.check(results)
             refused = self.owners is not None and runs.owner_message(results, self.owners)
             if refused:
-                raise runs.ResultsTaken(refused)
+                raise runs.CommandRefused(refused)
             if not workflow.output_settings.dryrun:
                 runs.summarise_at_exit(
                     plan.final_outputs, self.warnings, lambda: self.ended, results

@@ -39,12 +39,9 @@ class RunInProgress(RuntimeError):
     """Another Snakemake run is executing jobs that write this command's results folder."""
 
 
-class ResultsTaken(RuntimeError):
-    """The results folder a command derived from its config file's name is another's."""
-
-
 class CommandRefused(RuntimeError):
-    """A command line nadpipe refuses before any work (the message says why)."""
+    """A command nadpipe refuses before any work (the message says why): several --config, or
+    a results folder that another config file's runs wrote."""
 
 
 def in_progress(holder: str, results: str) -> RunInProgress:
