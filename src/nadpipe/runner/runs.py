@@ -59,7 +59,7 @@ def owner_message(results: str, configfiles: list[str], root: str = ".") -> str 
     """Why this command may not write the results folder `results`, which it derived from its
     config files' names (no `results` key): another config file's runs wrote it (a/x.yaml and
     b/x.yaml both name results-x). None when the folder is new or this config's own."""
-    path = os.path.join(root, at(OWNER, results))
+    path = os.path.normpath(os.path.join(root, at(OWNER, results)))
     try:
         with open(path) as f:
             owners = [line.strip() for line in f if line.strip()]
