@@ -28,6 +28,12 @@ def margin_band(angle: float) -> float:
     return min(angle, 90 - angle) / 2
 
 
+# a cell's verdict (cell_verdicts) in words: the findings and the report's summary page
+VERDICTS = {"lower": "the lower NAD index", "higher": "the higher NAD index",
+            "margin": "by margin", "same": "i = j", "edge": "at the edge of learning",
+            "not learned": "not learned"}  # fmt: skip
+
+
 def _learned(part: pd.DataFrame) -> pd.Series:
     """Per row: the model learned (its training did, and its test accuracy with both channels
     is clearly above chance: at_chance on the test set's size, 2 classes) and has an angle."""
@@ -126,11 +132,8 @@ def pair_findings(df: pd.DataFrame) -> list[str]:
 def _behaviour(counts: pd.Series, n: int) -> str:
     """What an architecture does, when every cell i ≠ j does the same: "the lower NAD index: "
     and the like; "" when its cells differ (the parts say each)."""
-    words = {"lower": "the lower NAD index", "higher": "the higher NAD index",
-             "margin": "by margin", "edge": "at the edge of learning",
-             "not learned": "not learned"}  # fmt: skip
     top = counts.index[0] if len(counts) else None
-    return f"{words[top]}: " if top in words and counts.iloc[0] == n else ""
+    return f"{VERDICTS[top]}: " if top in VERDICTS and counts.iloc[0] == n else ""
 
 
 def _margin_part(cells: pd.DataFrame, n: int, what: str) -> str:

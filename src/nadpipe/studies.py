@@ -317,7 +317,7 @@ class NadPairs(Study):
         the lower or higher NAD index, by margin, at the edge, not learned)."""
         import pandas as pd
 
-        from .findings import cell_verdicts
+        from .findings import VERDICTS, cell_verdicts
 
         cells = cell_verdicts(df)
 
@@ -327,13 +327,10 @@ class NadPairs(Study):
                 return "n/a"
             return f"{lo:.1f}" if hi - lo < 0.05 else f"{lo:.1f} to {hi:.1f}"
 
-        words = {"lower": "the lower NAD index", "higher": "the higher NAD index",
-                 "margin": "by margin", "same": "i = j", "edge": "at the edge",
-                 "not learned": "not learned"}  # fmt: skip
         return pd.DataFrame({
             "arch": cells["arch"], "nad_i": cells["nad_i"], "nad_j": cells["nad_j"],
             "reliance (°)": cells.apply(angle, axis=1),
-            "finding": [f"{words[v]} ({n} of {k} seeds learned)" for v, n, k in
+            "finding": [f"{VERDICTS[v]} ({n} of {k} seeds learned)" for v, n, k in
                         zip(cells["verdict"], cells["learned"], cells["seeds"], strict=True)],
         }).set_index(["arch", "nad_i", "nad_j"])  # fmt: skip
 

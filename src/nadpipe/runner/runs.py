@@ -432,11 +432,12 @@ def summarise_at_exit(
         if ended() or not said:  # b879b52 said "nothing to do" after a LockException too
             return
         with contextlib.chdir(here):
-            bad = damaged(outputs(), results)
+            finals = outputs()  # planned once, for both
+            bad = damaged(finals, results)
             if bad:  # no result stands on them: said, and the exit status says so
                 print(damaged_message(bad), file=sys.stderr, flush=True)
                 os._exit(1)
-            text = up_to_date(outputs(), warnings, results)
+            text = up_to_date(finals, warnings, results)
             print(text, file=sys.stderr, flush=True)
             # Snakemake's log file of this run: the first it made after this process started,
             # where its documentation says ("Complete log: .snakemake/log/...")
