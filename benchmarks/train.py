@@ -8,7 +8,7 @@ hardware's own rate.
 Prints samples/s for (a) a reference loop in the style of the NAD paper's code (a torch Dataset
 indexed per sample through a DataLoader with 2 workers, one model, .item() every batch), (b)
 nadpipe's single-model loop, (c) nadpipe's 3-seed ensemble and (d) K models trained together as
-grid cells are (nadpipe.runner.batches; K = --together, 32 on a GPU), each model's samples
+grid cells are (nadpipe.batching; K = --together, 32 on a GPU), each model's samples
 counted; the
 ratios to (a); and, per model, the fraction of the rate of a float32 4096 x 4096 matmul
 measured in the same run that (b) and (d) reach (FLOPs of a forward and backward pass counted

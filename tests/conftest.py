@@ -114,8 +114,11 @@ def train_here(monkeypatch, caplog):
     from nadpipe.backend import ENV
     from nadpipe.jobs import train_job
 
-    def train(job, outs, cwd, backend=None) -> str:
-        monkeypatch.chdir(cwd)  # a batch's manifest, lock and checkpoint: .nadpipe/ there
+    def train(job, outs, cwd, backend=None, call=None) -> str:
+        """`call`: (a function of nadpipe.jobs, its arguments) instead of train_job."""
+        from nadpipe import jobs
+
+        monkeypatch.chdir(cwd)
         if backend is None:
             monkeypatch.delenv(ENV, raising=False)
         else:
@@ -128,7 +131,10 @@ def train_here(monkeypatch, caplog):
         try:
             on_standin = backend is not None and backend.device == "standin"
             with standin() if on_standin else nullcontext():
-                train_job(job, None, *outs)
+                if call is None:
+                    train_job(job, None, *outs)
+                else:
+                    getattr(jobs, call[0])(*call[1])
         finally:
             torch.set_num_threads(threads)
             torch.use_deterministic_algorithms(deterministic)  # as the rest of the suite has it

@@ -20,9 +20,11 @@ from conftest import REPO
 from torch import nn
 
 from nadpipe.backend import Backend
+from nadpipe.batching import batch_key
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
-from nadpipe.jobs import evaluate_job, nads_job, train_job
+from nadpipe.jobs import evaluate_job, nads_job, train_job, train_together_job
+from nadpipe.train import stackable
 
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:
@@ -103,9 +105,23 @@ def run_every_job(plan: Plan, out, backend: Backend) -> dict:
         nads = nad[plan.cfg.nad_source(cell.arch)] if plan.nad_files(study, cell.arch) else None
         base = out / f"{study}_{cell.arch}_{cell.variant}"
         model, record = f"{base}.pt", f"{base}.json"
-        train_job(
-            plan.train_job(study, cell.arch, cell.variant, (0,)), nads, [model], [record], backend
-        )
+        job = plan.train_job(study, cell.arch, cell.variant, (0,))
+        inputs = [nads] if nads else []
+        ahead = None
+        siblings = [
+            plan.train_job(study, c.arch, c.variant, (0,))
+            for c in plan.cells(study)[1:]
+            if (backend.batch_cells or 1) > 1 and stackable(job)
+        ]
+        siblings = [j for j in siblings if batch_key(j) == batch_key(job)]
+        if siblings:
+            # as the workflow does where cells batch: the cell and a sibling by a batch's job,
+            # then the cell's own job claims its result
+            sibling = siblings[0]
+            ahead = f"{base}.ahead"
+            train_together_job([job, sibling], nads, [ahead, f"{base}.sibling.ahead"],
+                               f"{base}.batch.ckpt", backend, inputs=inputs)  # fmt: skip
+        train_job(job, nads, [model], [record], backend, ahead=ahead, inputs=inputs)
         job = plan.eval_job(study, cell.arch, cell.variant, 0)
         evaluate_job(job, nads, model, record, f"{base}.parquet", f"{base}.npz", backend)
         found[f"weights {study}"] = load_torch(model)
@@ -123,16 +139,18 @@ def run_every_job(plan: Plan, out, backend: Backend) -> dict:
 # stand-in accelerator (tests/standin.py, registered before the job reads its backend).
 JOB = """
 import pickle, sys
-from nadpipe.jobs import train_job
-train_job(*pickle.load(open(sys.argv[1], "rb")))
+from nadpipe import jobs
+target, args = pickle.load(open(sys.argv[1], "rb"))
+getattr(jobs, target)(*args)
 """
 JOB_STANDIN = f"""
 import pickle, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from standin import standin
-from nadpipe.jobs import train_job
+from nadpipe import jobs
+target, args = pickle.load(open(sys.argv[1], "rb"))
 with standin():
-    train_job(*pickle.load(open(sys.argv[1], "rb")))
+    getattr(jobs, target)(*args)
 """
 # Prepended to it: the job kills itself with SIGKILL at the first optimizer step after it has
 # written the checkpoint of epoch KILL_AFTER, i.e. in the middle of the next epoch, its weights
@@ -157,14 +175,17 @@ register_optimizer_step_post_hook(lambda *_: _armed and os.kill(os.getpid(), sig
 """
 
 
-def kill_mid_epoch(job, outs: tuple[list[str], list[str]], cwd: Path, backend=None) -> str:
+def kill_mid_epoch(
+    job, outs: tuple[list[str], list[str]], cwd: Path, backend=None, call=None
+) -> str:
     """Train `job` (its outputs `outs`: models, records) in a process of its own, started in
     `cwd` on one thread with `backend` in its environment as the Snakefile hands it, until it
-    kills itself in epoch KILL_AFTER + 1; returns what it said."""
+    kills itself in epoch KILL_AFTER + 1; returns what it said. `call`: (a function of
+    nadpipe.jobs, its arguments) to run instead of train_job (a batch's job)."""
     from nadpipe.backend import ENV
 
     args = Path(outs[0][0]).with_suffix(".args.pkl")
-    args.write_bytes(pickle.dumps((job, None, *outs)))
+    args.write_bytes(pickle.dumps(call or ("train_job", (job, None, *outs))))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread, as the runs it is compared with
     if backend is not None:
         env[ENV] = backend.to_env()

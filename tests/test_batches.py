@@ -1,21 +1,22 @@
-"""Grid cells trained together (nadpipe.runner.batches): the first job of a batch trains its stale
-siblings with it; each sibling's job then claims its result; the results equal training each
-cell alone up to float rounding; a killed batch resumes."""
+"""Cells trained together (nadpipe.batching): the plan batches only stale cells; a batch's job
+trains them into their ahead files and each cell's own job claims its result, checked against
+its spec and its inputs; the results equal training each cell alone up to float rounding; a
+member's divergence stays its own; a batch out of device memory trains in halves."""
 
 import json
+import os
 
 import pytest
 import torch
 from conftest import SCHEMA
-from helpers import KILL_AFTER, kill_mid_epoch
 
+from nadpipe import batching
 from nadpipe import config as nc
 from nadpipe.backend import Backend
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
-from nadpipe.jobs import train_job
-from nadpipe.runner import batches
-from nadpipe.train import stackable
+from nadpipe.jobs import train_job, train_together_job
+from nadpipe.train import TrainingDiverged, stackable
 
 CONFIG = {
     "nad_pairs": {"enabled": False},
@@ -32,121 +33,155 @@ CONFIG = {
     },
     "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}},
 }
+CPU = Backend(device="cpu")
 
 
 @pytest.fixture
-def plan(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the manifests, locks and cache live under .nadpipe/
-    p = Plan(nc.load_config(CONFIG, SCHEMA)[0])
-    cells = p.train_cells()
-    batches.write_manifests(cells, batches.plan(cells, 4, stackable))
-    return p
+def plan(tmp_path):
+    return Plan(nc.load_config(CONFIG, SCHEMA)[0], str(tmp_path / "results"))
 
 
-def _train(plan, arch, variant, size, out):
+def _alone(plan, arch, variant, out):
     job = plan.train_job("fourier", arch, variant, (0,))
     model, record = str(out / f"{arch}_{variant}.pt"), str(out / f"{arch}_{variant}.json")
-    said = train_job(job, None, [model], [record], Backend(device="cpu", batch_cells=size))
+    said = train_job(job, None, [model], [record], CPU)
+    return said, load_torch(model), json.load(open(record))
+
+
+def _together(plan, arch, variants, out, **settings):
+    """The cells `variants` trained by one batch's job, then claimed each by its own job."""
+    jobs = [plan.train_job("fourier", arch, v, (0,)) for v in variants]
+    if settings:
+        jobs = [type(j)(**{**j.__dict__, "train": type(j.train)(
+            **{**j.train.__dict__, **settings})}) for j in jobs]  # fmt: skip
+    out.mkdir(exist_ok=True)
+    aheads = [str(out / f"{v}.ahead") for v in variants]
+    said = train_together_job(jobs, None, aheads, str(out / "batch.ckpt"), CPU)
+    return said, jobs, aheads
+
+
+def _claim(job, ahead, out, inputs=()):
+    model, record = str(out / f"{job.variant}.pt"), str(out / f"{job.variant}.json")
+    said = train_job(job, None, [model], [record], CPU, ahead=ahead, inputs=list(inputs))
     return said, load_torch(model), json.load(open(record))
 
 
 @pytest.mark.parametrize("arch", ["mlp", "lenet"])
-def test_siblings_train_together_and_equal_cells_trained_alone(plan, tmp_path, arch):
+def test_cells_trained_together_and_claimed_equal_cells_trained_alone(plan, tmp_path, arch):
     cells = [c.variant for c in plan.cells("fourier") if c.arch == arch]
     assert cells == ["f0_0", "f0_1", "f1_0", "f1_1"]
-    alone = {v: _train(plan, arch, v, 1, tmp_path / "alone") for v in cells}
+    alone = {v: _alone(plan, arch, v, tmp_path / "alone") for v in cells}
     assert all(r["trained_together"] == 1 for _, _, r in alone.values())
-    out = tmp_path / "batched"
-    said, first, record = _train(plan, arch, "f0_1", 4, out)  # the first job leads
-    assert "trained with 3 sibling cell(s) in one batch" in said
-    assert record["trained_together"] == 4
-    cached = list((tmp_path / batches.CACHE).iterdir())
-    assert len(cached) == 3  # the siblings' results wait for their own jobs
-    results = {"f0_1": (said, first, record)}
-    for v in cells:
-        if v != "f0_1":
-            results[v] = _train(plan, arch, v, 4, out)
-            assert f"moved to {out / f'{arch}_{v}.pt'})" in results[v][0]  # claimed
-        said, weights, record = results[v]
-        ref = alone[v][1]
-        for name in ref:  # one optimizer over stacked parameters = the members' side by side
-            torch.testing.assert_close(weights[name], ref[name], rtol=1e-5, atol=1e-6)
+    said, jobs, aheads = _together(plan, arch, cells, tmp_path / "batched")
+    assert said == "trained 4 cells together on cpu"
+    for job, ahead in zip(jobs, aheads, strict=True):
+        told, weights, record = _claim(job, ahead, tmp_path / "batched")
+        assert "by its batch's job; claimed" in told and record["trained_together"] == 4
+        ref = alone[job.variant]
+        for name in ref[1]:  # one optimizer over stacked parameters = the members' side by side
+            torch.testing.assert_close(weights[name], ref[1][name], rtol=1e-5, atol=1e-6)
         h = [x for e in record["history"] for x in (e["loss"], e["train_accuracy"])]
-        h_alone = [x for e in alone[v][2]["history"] for x in (e["loss"], e["train_accuracy"])]
+        h_alone = [x for e in ref[2]["history"] for x in (e["loss"], e["train_accuracy"])]
         assert h == pytest.approx(h_alone, rel=1e-4)
-        assert (
-            record["cell_key"]
-            == alone[v][2]["cell_key"]
-            == batches.cell_key(plan.train_job("fourier", arch, v, (0,)))
-        )
-    assert not list((tmp_path / batches.CACHE).iterdir())  # every result claimed
+        assert record["cell_key"] == ref[2]["cell_key"] == batching.cell_key(job)
+    assert not list((tmp_path / "batched").glob("*.ckpt*"))  # the batch's checkpoint is gone
 
 
-def test_only_stale_siblings_join_a_batch(plan, tmp_path):
-    out = tmp_path / "r"
-    for v in ("f0_0", "f1_1"):  # two cells done, and up to date, before the batch
-        _train(plan, "lenet", v, 1, out)
-    # the manifest names the workflow's paths; point them to where this test wrote
-    key = batches.batch_key(plan.train_job("fourier", "lenet", "f0_0", (0,)))
-    manifest = tmp_path / batches.ROOT / f"{key}.json"
-    cells = json.loads(manifest.read_text())
-    for cell in cells:
-        v = cell["job"]["variant"]
-        cell["model"], cell["record"] = str(out / f"lenet_{v}.pt"), str(out / f"lenet_{v}.json")
-    manifest.write_text(json.dumps(cells))
-    said, _, record = _train(plan, "lenet", "f0_1", 8, out)
-    assert record["trained_together"] == 2  # f0_1 and f1_0; not the two up to date
-    assert "trained with 1 sibling cell(s)" in said
+def test_a_result_is_claimed_only_for_its_spec_and_its_inputs(plan, tmp_path):
+    out = tmp_path / "b"
+    _, jobs, aheads = _together(plan, "mlp", ["f0_0", "f0_1"], out)
+    # another spec than the one trained (a seed's data settings changed since): trained anew
+    other = plan.train_job("fourier", "mlp", "f1_1", (0,))
+    said, _, record = _claim(other, aheads[0], out)
+    assert "trained for another spec" in said and record["trained_together"] == 1
+    # inputs other than the batch's (NADs recomputed since): trained anew too
+    nads = tmp_path / "nads.pt"
+    nads.write_bytes(b"other NADs")
+    said, _, record = _claim(jobs[1], aheads[1], out, inputs=[str(nads)])
+    assert "trained on other NADs or CIFAR-10 files" in said and record["trained_together"] == 1
+    # an empty ahead file (trains_alone): the cell trains in its own job
+    empty = out / "empty.ahead"
+    empty.write_bytes(b"")
+    said, _, record = _claim(jobs[0], str(empty), out)
+    assert "(on cpu)" in said and record["trained_together"] == 1
 
 
-def test_a_killed_batch_resumes_and_equals_an_uninterrupted_one(plan, tmp_path, train_here):
-    job = plan.train_job("fourier", "mlp", "f0_0", (0,))
-    job = type(job)(**{**job.__dict__, "train": type(job.train)(
-        **{**job.train.__dict__, "epochs": 6})})  # fmt: skip
-    backend = Backend(device="cpu", batch_cells=4)
-    # the manifest lists the 1-epoch jobs: give this job's batch its own (one cell) manifest
-    batches.write_manifests([(job, "m.pt", "m.json")])
-    outs = {}
-    for run in ("killed", "whole"):
-        (tmp_path / run).mkdir()
-        outs[run] = [str(tmp_path / run / "m.pt")], [str(tmp_path / run / "m.json")]
-    kill_mid_epoch(job, outs["killed"], tmp_path, backend)
-    # a batch of one trains alone: its checkpoint beside its model
-    ckpts = lambda: list((tmp_path / "killed").glob("*.ckpt"))  # noqa: E731
-    assert load_torch(ckpts()[0])["done"] == KILL_AFTER
-    assert "resuming from" in train_here(job, outs["killed"], tmp_path, backend)
-    assert not ckpts()  # removed once the outputs were written
-    train_here(job, outs["whole"], tmp_path, backend)
-    a, b = load_torch(tmp_path / "killed/m.pt"), load_torch(tmp_path / "whole/m.pt")
-    assert all(torch.equal(a[k], b[k]) for k in a)
+def test_a_diverging_member_fails_only_its_own_cell(plan, tmp_path, monkeypatch):
+    # the second cell's training data blown up by 1e8 (as a bad cell's data would): it diverges;
+    # the batch's job records that in its result and ends well; the first cell's result is
+    # what it is alone; with fail_on_divergence only the second cell's own job fails
+    import nadpipe.jobs as jobs_module
+
+    real = jobs_module.train
+
+    def bad_second(nets, xs, *args, **kwargs):
+        xs = xs.clone()
+        xs[1] *= 1e8
+        return real(nets, xs, *args, **kwargs)
+
+    monkeypatch.setattr(jobs_module, "train", bad_second)
+    out = tmp_path / "b"
+    said, jobs, aheads = _together(plan, "mlp", ["f0_0", "f0_1"], out, fail_on_divergence=True,
+                                   grad_clip=None)  # fmt: skip
+    assert said.endswith("1 diverged (recorded in their own results)")
+    _, weights, record = _claim(jobs[0], aheads[0], out)
+    assert not record["diverged"] and record["trained_together"] == 2
+    with pytest.raises(TrainingDiverged, match="mlp f0_1 s0: training diverged"):
+        _claim(jobs[1], aheads[1], out)
+    assert not os.path.exists(out / "f0_1.pt")
+    monkeypatch.setattr(jobs_module, "train", real)
+    job = jobs[0]
+    model, rec = str(tmp_path / "alone.pt"), str(tmp_path / "alone.json")
+    train_job(job, None, [model], [rec], CPU)
+    for name, ref in load_torch(model).items():
+        torch.testing.assert_close(weights[name], ref, rtol=1e-5, atol=1e-6)
 
 
-def test_a_sibling_claims_its_result_holding_no_gpu_slot(plan, tmp_path, monkeypatch):
-    # a one-slot pool whose only slot another GPU job holds: the leader trains (it takes the
-    # slot when free), then a sibling's job claims its result without waiting for the slot
-    # (b879b52: every train job held a slot for its whole life, waiting ones included)
-    import threading
+def test_a_batch_out_of_device_memory_trains_in_halves(plan, tmp_path, monkeypatch):
+    # a device that refuses to hold more than two cells' training data at once, as a GPU
+    # refuses an allocation past its memory (torch.OutOfMemoryError)
+    import nadpipe.jobs as jobs_module
 
-    from nadpipe.runner import slots
+    real = jobs_module.train
 
-    locks = tmp_path / "slots"
-    monkeypatch.setenv(slots.SLOTS_ENV, "0")
-    monkeypatch.setenv(slots.LOCK_DIR_ENV, str(locks))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    backend = Backend(device="cpu", batch_cells=4)
+    def small_device(nets, xs, *args, **kwargs):
+        if len(nets) > 2:
+            raise torch.OutOfMemoryError(f"{len(nets)} models do not fit")
+        return real(nets, xs, *args, **kwargs)
 
-    def job(variant, backend=backend):
-        out = tmp_path / "out" / variant
-        spec = plan.train_job("fourier", "mlp", variant, (0,))
-        return train_job(spec, None, [f"{out}.pt"], [f"{out}.json"], backend, slot=1)
+    monkeypatch.setattr(jobs_module, "train", small_device)
+    cells = ["f0_0", "f0_1", "f1_0", "f1_1"]
+    said, jobs, aheads = _together(plan, "lenet", cells, tmp_path / "b")
+    assert said == "trained 4 cells together on cpu"
+    alone = {v: _alone(plan, "lenet", v, tmp_path / "alone") for v in cells}
+    for job, ahead in zip(jobs, aheads, strict=True):
+        _, weights, record = _claim(job, ahead, tmp_path / "b")
+        assert record["trained_together"] == 2  # in halves
+        for name, ref in alone[job.variant][1].items():
+            torch.testing.assert_close(weights[name], ref, rtol=1e-5, atol=1e-6)
 
-    assert "trained with 3 sibling cell(s)" in job("f0_0")  # the leader, given the slot
-    done = []
-    with slots.gpu_slot(["0"], str(locks)):  # another GPU job holds the only slot
-        worker = threading.Thread(target=lambda: done.append(job("f1_1")), daemon=True)
-        worker.start()
-        worker.join(timeout=60)
-        assert done and "trained ahead in a batch by a sibling's job" in done[0]
-    # a sibling whose job finds no GPU (a CPU node under SLURM: no batching there) claims too
-    alone = Backend(device="cpu")
-    assert "trained ahead in a batch by a sibling's job" in job("f0_1", alone)
+
+def test_the_plan_batches_only_stale_cells_in_chunks_of_the_batch_size(plan, tmp_path):
+    cells = plan.batch_cells()
+    assert len(cells) == 8 and all(c.ahead.startswith(plan.root) for c in cells)
+    found = plan.batches(4)
+    assert [len(b.jobs) for b in found] == [4, 4]  # per architecture
+    assert len({a for b in found for a in b.aheads}) == 8
+    # two cells of LeNet trained and up to date: the other two train together, alone in chunk
+    # of two; the MLP's four as before
+    for cell in cells[4:6]:
+        os.makedirs(os.path.dirname(cell.model), exist_ok=True)
+        open(cell.model, "w").close()
+        with open(cell.record, "w") as f:
+            json.dump({"spec_key": batching.spec_key(cell.job)}, f)
+    found = plan.batches(4)
+    assert [len(b.jobs) for b in found] == [4, 2]
+    assert cells[4].ahead not in found[1].aheads and cells[6].ahead in found[1].aheads
+    # a record made for another spec is stale; --forcerun train makes every cell stale
+    with open(cells[4].record, "w") as f:
+        json.dump({"spec_key": "another"}, f)
+    assert [len(b.jobs) for b in plan.batches(4)] == [4, 3]
+    assert [len(b.jobs) for b in plan.batches(4, lambda: frozenset({"train"}))] == [4, 4]
+    assert [len(b.jobs) for b in plan.batches(3)] == [3, 3]  # a chunk of one trains alone
+    assert plan.batches(1) == []
+    assert all(stackable(c.job) for c in cells)

@@ -2,7 +2,6 @@
 uninterrupted run ends (CPU); a checkpoint written for other data, another model or other
 settings is discarded with one line saying why, and the training starts from scratch."""
 
-import glob
 import json
 import os
 from pathlib import Path
@@ -15,10 +14,8 @@ from helpers import KILL_AFTER, kill_mid_epoch
 from nadpipe.backend import Backend
 from nadpipe.grid import TrainJob
 from nadpipe.io import load_torch
-from nadpipe.runner import batches
 from nadpipe.settings import ModelSpec, Shape, TrainSettings
 from nadpipe.studies import DataSpec
-from nadpipe.train import stackable
 
 SHAPE = Shape(1, 32, 32)
 
@@ -58,24 +55,37 @@ def _epochs_done(ckpt):
     return load_torch(ckpt)["done"] if os.path.exists(ckpt) else 0
 
 
-def _batch_checkpoint(outs) -> str:
-    found = glob.glob(os.path.join(os.path.dirname(outs[0][0]), batches.ROOT, "*.ckpt"))
-    return found[0] if found else ""
+def _batch(job, outs):
+    """`job` and a stale sibling cell (another variant) trained together by a batch's job into
+    their ahead files beside `outs` (nadpipe.batching): (the call, the checkpoint, the ahead
+    file of `job`)."""
+    other = _job(job.model.model, list(job.seeds), job.train.epochs, variant="f1_1")
+    here = os.path.dirname(outs[0][0])
+    aheads = [f"{here}/m.ahead", f"{here}/sib.ahead"]
+    checkpoint = f"{here}/batch.ckpt"
+    return ("train_together_job", ([job, other], None, aheads, checkpoint)), checkpoint, aheads[0]
 
 
 def _kill_mid_training(job, outs, backend=None):
     """Train `job` until it is killed mid-epoch; the checkpoint it leaves."""
-    kill_mid_epoch(job, outs, Path(outs[0][0]).parent, backend)
     batched = backend is not None and (backend.batch_cells or 1) > 1
-    ckpt = outs[0][0] + ".ckpt"
+    call, ckpt, _ = _batch(job, outs) if batched else (None, outs[0][0] + ".ckpt", None)
+    kill_mid_epoch(job, outs, Path(outs[0][0]).parent, backend, call)
     ckpt = ckpt if len(outs[0]) == 1 or job.model.model != "resnet18" else ckpt + ".0"
-    ckpt = _batch_checkpoint(outs) if batched else ckpt
     assert _epochs_done(ckpt) == KILL_AFTER < job.train.epochs, "killed mid-training"
     return ckpt
 
 
 def _train(train_here, job, outs, backend=None) -> str:
-    return train_here(job, outs, Path(outs[0][0]).parent, backend)
+    """Train `job` to its outputs: alone, or (a backend that batches) with a sibling by a batch's
+    job, then claimed by its own job. What they said."""
+    here = Path(outs[0][0]).parent
+    if backend is None or (backend.batch_cells or 1) <= 1:
+        return train_here(job, outs, here, backend)
+    call, _, ahead = _batch(job, outs)
+    said = train_here(job, outs, here, backend, call)
+    claim = ("train_job", (job, None, *outs, backend, 0, ahead, []))
+    return said + train_here(job, outs, here, backend, claim)
 
 
 def _same_results(a, b):
@@ -91,16 +101,6 @@ def _same_results(a, b):
 CUDA = Backend(device="cuda", deterministic=True)
 BATCHED = Backend(device="cpu", batch_cells=2)
 STANDIN = Backend(device="standin", batch_cells=2)
-
-
-def _sibling(job, outs):
-    """A manifest of `job`'s batch with one stale sibling cell (another variant), in the run's
-    directory, as the workflow writes it: the job leads a batch of two stacked models."""
-    other = _job(job.model.model, list(job.seeds), job.train.epochs, variant="f1_1")
-    here = os.path.dirname(outs[0][0])
-    entries = [(job, outs[0][0], outs[1][0]), (other, f"{here}/sib.pt", f"{here}/sib.json")]
-    chunks = batches.plan(entries, 2, stackable)
-    batches.write_manifests(entries, chunks, root=os.path.join(here, batches.ROOT))
 
 
 @pytest.mark.parametrize(
@@ -128,12 +128,8 @@ def _sibling(job, outs):
 def test_killed_training_resumes_and_equals_an_uninterrupted_run(
     tmp_path, train_here, model, seeds, backend
 ):
-    batched = backend is not None and backend.batch_cells
     job = _job(model, seeds, 6)  # killed in epoch 4 of 6; a batch: two models
     whole, killed = _outs(tmp_path, "whole", len(seeds)), _outs(tmp_path, "killed", len(seeds))
-    if batched:
-        for outs in (whole, killed):
-            _sibling(job, outs)
     _train(train_here, job, whole, backend)
     ckpt = _kill_mid_training(job, killed, backend)
     out = _train(train_here, job, killed, backend)

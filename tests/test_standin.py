@@ -23,9 +23,8 @@ from nadpipe.acceptance import DATA
 from nadpipe.backend import Backend, accelerated
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
-from nadpipe.runner import batches
 from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
-from nadpipe.train import applied, can_stack, stackable, train
+from nadpipe.train import applied, can_stack, train
 
 STANDIN = Backend(device="standin", batch_cells=4)
 
@@ -34,10 +33,8 @@ STANDIN = Backend(device="standin", batch_cells=4)
 def on_standin(micro_plan, tmp_path_factory):
     out = tmp_path_factory.mktemp("standin")
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(out)  # the batches' manifests and locks (.nadpipe/) go there
-        cells = micro_plan.train_cells()  # as the workflow does: chunks of cells to batch
-        batches.write_manifests(cells, batches.plan(cells, 4, stackable))
-        with standin() as record:
+        mp.chdir(out)
+        with standin() as record:  # cells of stackable models by a batch's job, then claimed
             found = run_every_job(micro_plan, out, STANDIN)
     return found, record
 

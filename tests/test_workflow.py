@@ -347,7 +347,8 @@ def test_grouped_seeds_train_as_one_job_and_match_per_seed_jobs(run, tmp_path):
 
 def test_cells_trained_together_equal_cells_trained_alone(run, tmp_path):
     # as on a GPU (where it is the default): the MLP's four cells as one batch (LeNet's batches
-    # are compared with LeNet alone in tests/test_batches.py)
+    # are compared with LeNet alone in tests/test_batches.py; what reruns, in
+    # tests/test_batch_runs.py)
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
     (copy / "config.yaml").write_text(yaml.safe_dump({**MICRO, "gpus": {"batch_cells": 4}}))
@@ -356,7 +357,7 @@ def test_cells_trained_together_equal_cells_trained_alone(run, tmp_path):
               copy / "results/nad_pairs/summary.parquet"]:  # fmt: skip
         p.unlink()
     res = snakemake(copy, "--cores", "2", "results/nad_pairs/summary.parquet")
-    assert "trained ahead in a batch by a sibling's job" in res.stdout + res.stderr
+    assert "by its batch's job; claimed" in res.stdout + res.stderr
     for cell in ("i0_j0", "i0_j1000", "i1000_j0", "i1000_j1000"):
         path = copy / f"results/nad_pairs/models/mlp/{cell}_s0.json"
         assert json.loads(path.read_text())["trained_together"] == 4, cell
@@ -370,7 +371,7 @@ def test_cells_trained_together_equal_cells_trained_alone(run, tmp_path):
     assert diff.loc["mlp"].max() <= 0.01, diff.sort_values().tail()
     left = planned(copy, {"gpus": {"batch_cells": 4}})  # the figures were not asked for
     assert not {"nads", "train", "evaluate", "aggregate"} & set(left)  # each cell's job is done
-    assert not list((copy / ".nadpipe/trained").iterdir())  # every result claimed
+    assert not (copy / "results/.nadpipe/ahead").exists()  # every result claimed, none left
 
 
 def _copy(workdir: Path, tmp_path: Path) -> Path:

@@ -122,24 +122,24 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str]]:
 
 RESUME = """
 import pickle, sys
-from nadpipe.jobs import train_job
-train_job(*pickle.load(open(sys.argv[1], "rb")))
+from nadpipe import jobs
+target, args = pickle.load(open(sys.argv[1], "rb"))
+print(getattr(jobs, target)(*args), flush=True)
 """
 
 
 def _resume(work: Path, batched: bool) -> str:
-    """Kill a CUDA training after its third epoch, run it again, compare with a whole run."""
+    """Kill a CUDA training after its third epoch, run it again, compare with a whole run (two
+    cells trained together by a batch's job when `batched`)."""
     import pickle
 
     import torch
 
     from .backend import ENV, Backend
     from .grid import TrainJob
-    from .io import load_json, load_torch
-    from .runner.batches import ROOT, plan, write_manifests
+    from .io import load_torch
     from .settings import ModelSpec, Shape, TrainSettings
     from .studies import REGISTRY, DataSpec
-    from .train import stackable
 
     # a study whose data need neither NADs nor CIFAR-10: its first two cells, on 20 000 samples
     name, entry = next((n, e) for n, e in REGISTRY.items() if not e.needs_nads | e.needs_cifar)
@@ -154,20 +154,20 @@ def _resume(work: Path, batched: bool) -> str:
                         TrainSettings(epochs=12, lr_max=0.05), data, None,
                         ("lenet", name, variant))  # fmt: skip
 
-    backend = Backend(device="cuda", deterministic=True, batch_cells=2 if batched else 1)
-    env = {**os.environ, ENV: backend.to_env()}
-    cell = job(first)
+    env = {**os.environ, ENV: Backend(device="cuda", deterministic=True).to_env()}
     results = {}
     for run in ("whole", "killed"):
         here = work / run
         here.mkdir(parents=True, exist_ok=True)
-        outs = [str(here / "m.pt")], [str(here / "m.json")]
-        if batched:
-            cells = [(cell, *(o[0] for o in outs)),
-                     (job(second), str(here / "s.pt"), str(here / "s.json"))]  # fmt: skip
-            write_manifests(cells, plan(cells, 2, stackable), root=str(here / ROOT))
+        if batched:  # two cells by a batch's job, into their ahead files
+            checkpoint, result = here / "batch.ckpt", here / "m.ahead"
+            call = ("train_together_job", ([job(first), job(second)], None,
+                    [str(result), str(here / "s.ahead")], str(checkpoint)))  # fmt: skip
+        else:
+            checkpoint, result = here / "m.pt.ckpt", here / "m.pt"
+            call = ("train_job", (job(first), None, [str(result)], [str(here / "m.json")]))
         args = here / "args.pkl"
-        args.write_bytes(pickle.dumps((cell, None, *outs)))
+        args.write_bytes(pickle.dumps(call))
 
         def start(args=args, here=here):
             cmd = [sys.executable, "-c", RESUME, str(args)]
@@ -178,16 +178,27 @@ def _resume(work: Path, batched: bool) -> str:
             proc = start()
             deadline = time.time() + 300
             while time.time() < deadline and proc.poll() is None:
-                ckpts = list(here.rglob("*.ckpt*"))
-                if ckpts and load_torch(ckpts[0]).get("done", 0) >= 3:
-                    break
+                try:  # the checkpoint itself: atomic_write's temporary files have other names
+                    if load_torch(checkpoint).get("done", 0) >= 3:
+                        break
+                except (OSError, RuntimeError, EOFError):  # not written yet
+                    pass
                 time.sleep(0.05)
             proc.send_signal(signal.SIGKILL)
-            proc.wait()
-        out, _ = start().communicate()
+            out = proc.communicate()[0]
+            if proc.returncode != -signal.SIGKILL:
+                raise RuntimeError(f"the training to kill ended before its third epoch:\n"
+                                   f"{out[-3000:]}")  # fmt: skip
+        proc = start()
+        out = proc.communicate()[0]
+        if proc.returncode != 0:
+            raise RuntimeError(f"the {run} training failed (exit {proc.returncode}):\n"
+                               f"{out[-3000:]}")  # fmt: skip
         if run == "killed" and "resuming from" not in out:
             raise RuntimeError(f"the killed training did not resume:\n{out[-3000:]}")
-        results[run] = (load_torch(outs[0][0]), load_json(outs[1][0]))
+        found = load_torch(result)
+        results[run] = (found["state"], found["record"]) if batched else (
+            found, json.loads((here / "m.json").read_text()))  # fmt: skip
     (wa, _), (wb, rb) = results["whole"], results["killed"]
     same = all(torch.equal(wa[k], wb[k]) for k in wa)
     if not same:

@@ -46,7 +46,7 @@ class Backend:
     deterministic: bool = False
     tf32: bool = False
     cudnn_benchmark: bool = True
-    batch_cells: int | None = None  # cells trained together (runner.batches); None: by device
+    batch_cells: int | None = None  # cells trained together (nadpipe.batching); None: by device
 
     def batch_size(self, accelerator: bool) -> int:
         """How many cells train together: `batch_cells`, else 64 on an accelerator and 1 on the

@@ -13,9 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import product
 
+from . import batching
 from .config import Config
 from .io import file_sha256
 from .paths import (
+    AHEAD,
+    CHECKPOINTS,
     CONFIG,
     CONFIG_PAGE,
     EVAL,
@@ -205,7 +208,7 @@ class Plan:
 
     def train_cells(self) -> list[tuple[TrainJob, str, str]]:
         """Every one-seed training of the enabled studies (those that train their seeds
-        together excepted), with its weights and record paths: what nadpipe.runner.batches
+        together excepted), with its weights and record paths: what nadpipe.batching
         batches."""
         out = []
         for study in self.cfg.enabled():
@@ -216,6 +219,33 @@ class Plan:
                 job = self.train_job(study, c.arch, c.variant, (c.seed,))
                 out.append((job, path + ".pt", path + ".json"))
         return out
+
+    def batch_cells(self) -> list[batching.Cell]:
+        """`train_cells` with each cell's ahead file and the files its training reads."""
+        out = []
+        for job, model, record in self.train_cells():
+            ahead = self.at(AHEAD, study=job.study, arch=job.arch, variant=job.variant,
+                            seed=job.seeds[0])  # fmt: skip
+            nads, cifar = self.nad_files(job.study, job.arch), self.cifar_files(job.study)
+            out.append(batching.Cell(job, model, record, ahead, tuple(nads), tuple(cifar)))
+        return out
+
+    def batches(self, size: int, forced=frozenset) -> list[batching.Batch]:
+        """The cells this run trains together, `size` at a time (nadpipe.batching); `forced()`:
+        the rules Snakemake reruns whatever their outputs (--forcerun; "all" for -F)."""
+        if size <= 1:
+            return []
+        from .train import stackable  # torch: only when cells can batch
+
+        forced = forced()
+
+        def is_forced(cell: batching.Cell) -> bool:
+            reads = {"train", "nads" if cell.job.nads is not None else "train"}
+            reads |= {"cifar10_download"} if self.cifar_files(cell.job.study) else set()
+            return "all" in forced or bool(reads & forced)
+
+        checkpoints = self.at(CHECKPOINTS)
+        return batching.plan(self.batch_cells(), size, stackable, is_forced, checkpoints)
 
     def measures(self, study: str) -> tuple[str, ...]:
         entry = REGISTRY[study]
@@ -327,3 +357,19 @@ class Plan:
         if len(archs) >= 1:
             out += [self.at(SIGNATURES), self.at(SIGNATURE_FIGURE)]
         return out + [self.at(CONFIG), self.at(CONFIG_PAGE), self.at(LANDING)]
+
+    def findings(self, outputs: list[str]) -> list[str]:
+        """What the studies found, from the summaries among `outputs` (Study.findings): the
+        lines the end of a run and the report's first page state."""
+        import os
+
+        import pandas as pd
+
+        out = []
+        for path in outputs:
+            if not path.endswith("/summary.parquet") or not os.path.isfile(path):
+                continue
+            df = pd.read_parquet(path)
+            study = str(df["study"].iloc[0])
+            out += [f"{study}: {line}" for line in REGISTRY[study].findings(df)]
+        return out

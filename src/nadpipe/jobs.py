@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -37,15 +38,13 @@ from .io import (
 from .log import say, warn
 from .nads import compute_nads, overlaps_line
 from .provenance import provenance
-from .runner import batches, slots
-from .runner.batches import Member
+from .runner import slots
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import (
     applied,
     diverged_epoch,
     init_seed,
-    stackable,
     stacks,
     train,
 )
@@ -165,6 +164,25 @@ def _build_data(study: str, specs, nads_path: str | None, nads: NadJob | None):
         return [entry.build(spec, vectors) for spec in specs], vectors
 
 
+@dataclass(frozen=True)
+class Member:
+    """One model to train: seed `index` of the cell `job`."""
+
+    job: TrainJob
+    index: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.job.arch} {self.job.variant} s{self.job.seeds[self.index]}"
+
+
+def inputs_sha256(paths: list[str]) -> str:
+    """The contents of the files a training read (NADs, CIFAR-10), as one digest: what a result
+    trained ahead must have been trained on to be claimed."""
+    text = ",".join(file_sha256(p) for p in sorted(paths))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def train_job(
     job: TrainJob | dict,
     nads_path: str | None,
@@ -172,39 +190,111 @@ def train_job(
     record_outs: list[str],
     backend: Backend | None = None,
     slot: int = 0,
+    ahead: str | None = None,
+    inputs: list[str] | None = None,
 ) -> str:
     """Train the model(s) of one cell, one per seed (several seeds: one batched ensemble); save
     each model's weights and its record (settings, per-epoch history, data checksum, where and
-    with which library it ran). With batching on (gpus.batch_cells, nadpipe.runner.batches), a
-    one-seed cell of a stackable model trains together with its stale sibling cells.
+    with which library it ran).
 
-    `slot` > 0 (a GPU job of the workflow): a GPU slot (nadpipe.runner.slots) is taken only to
-    train, so a cell whose batch a sibling's job is training waits for it holding no GPU."""
+    `ahead` (a one-seed cell of the workflow, nadpipe.batching): the cell's ahead file. Holding a
+    result its batch's job trained for this spec on these `inputs`, the job claims it (it was
+    given no GPU); empty, the cell trains here. `slot` > 0 (a GPU job): a GPU slot
+    (nadpipe.runner.slots) is held while it trains."""
     job = typed(TrainJob, job) if isinstance(job, dict) else job
     backend = backend or Backend.from_env()
-    hold = slots.gpu_slot if slot else contextlib.nullcontext
     name = f"{job.study} {job.arch} {job.variant} seeds={list(job.seeds)}"
-    # decided before CUDA starts (a slot sets CUDA_VISIBLE_DEVICES): a job that will find a GPU
-    size = backend.batch_size(backend.device != "cpu" and slots.gpu_expected())
-    where = []
-
-    def run(members: list[Member], checkpoint: str) -> None:
-        with hold():
-            device = setup(backend)
-            where.append(device)
-            _train(members, nads_path, device, backend, checkpoint)
-
-    # a cell whose result a leader trained ahead (whatever this job's device), or that may lead
-    if len(job.seeds) == 1 and (batches.trained_ahead(job) or size > 1 and stackable(job)):
-        how = batches.train_cell(job, model_outs[0], record_outs[0], size, run)
+    if ahead and os.path.getsize(ahead) > 0:
+        why = _claim(job, ahead, inputs or [], model_outs[0], record_outs[0])
+        if why is None:
+            record = load_json(record_outs[0])
+            together = record["trained_together"]
+            return (f"train {name}: {_outcome_line(record)} (trained on {record['device']} with "
+                    f"{together - 1} other cell(s) by its batch's job; claimed)")  # fmt: skip
+        warn(f"{ahead}: {why}; training this cell alone (it was given no GPU slot)")
     else:
-        outs = zip(model_outs, record_outs, strict=True)
-        run([Member(job, k, m, r) for k, (m, r) in enumerate(outs)], f"{model_outs[0]}.ckpt")
-        how = "trained alone"
-    if how == "trained alone":
-        how = f"on {where[0]}"  # as a cell trained alone always said
-    ends = "; ".join(_outcome_line(load_json(r)) for r in record_outs)
-    return f"train {name}: {ends} ({how})"
+        why = None
+    hold = slots.gpu_slot if slot else contextlib.nullcontext
+    with hold():
+        device = setup(backend)
+        members = [Member(job, k) for k in range(len(job.seeds))]
+        results = _train(members, nads_path, device, backend, f"{model_outs[0]}.ckpt", inputs)
+    for (state, record), model, path in zip(results, model_outs, record_outs, strict=True):
+        save_torch(state, model)
+        save_json(record, path)
+    ends = "; ".join(_outcome_line(r) for _, r in results)
+    unclaimed = f"; not its batch's result, {why}" if why else ""
+    return f"train {name}: {ends} (on {device}{unclaimed})"
+
+
+def _claim(job: TrainJob, ahead: str, inputs: list[str], model: str, record: str) -> str | None:
+    """Move the result trained ahead in `ahead` to the cell's outputs; None when done, else why
+    it cannot be claimed (trained for another spec or library source, or on other inputs)."""
+    from .batching import cell_key
+    from .train import TrainingDiverged
+
+    found = load_torch(ahead)
+    if found["record"].get("cell_key") != cell_key(job):
+        return "trained for another spec or library source than this cell's"
+    if found["inputs_sha256"] != inputs_sha256(inputs):
+        return "trained on other NADs or CIFAR-10 files than this cell reads now"
+    if found["record"]["diverged"] and job.train.fail_on_divergence:
+        raise TrainingDiverged(
+            f"{job.arch} {job.variant} s{job.seeds[0]}: training diverged in epoch "
+            f"{found['record']['diverged_epoch']} in its batch (train.fail_on_divergence is "
+            f"set; the other cells of the batch are unaffected)"
+        )
+    save_torch(found["state"], model)
+    save_json(found["record"], record)
+    return None
+
+
+def train_together_job(
+    jobs: list[TrainJob | dict],
+    nads_path: str | None,
+    aheads: list[str],
+    checkpoint: str,
+    backend: Backend | None = None,
+    slot: int = 0,
+    inputs: list[str] | None = None,
+) -> str:
+    """Train one-seed cells of one batch (nadpipe.batching) together and write each one's weights
+    and record into its ahead file, for its own job to claim. A member that diverges is recorded
+    as diverged in its own result (its job fails if train.fail_on_divergence is set), the
+    others finish; a batch that runs out of device memory is trained in two halves, again and
+    again down to cells alone."""
+    jobs = [typed(TrainJob, j) if isinstance(j, dict) else j for j in jobs]
+    backend = backend or Backend.from_env()
+    digest = inputs_sha256(inputs or [])
+    hold = slots.gpu_slot if slot else contextlib.nullcontext
+    with hold():
+        device = setup(backend)
+        results = _train_halving([Member(j) for j in jobs], nads_path, device, backend,
+                                 checkpoint, inputs)  # fmt: skip
+    for (state, record), ahead in zip(results, aheads, strict=True):
+        save_torch({"state": state, "record": record, "inputs_sha256": digest}, ahead)
+    diverged = sum(r["diverged"] for _, r in results)
+    note = f", {diverged} diverged (recorded in their own results)" if diverged else ""
+    return f"trained {len(jobs)} cells together on {device}{note}"
+
+
+def _train_halving(members, nads_path, device, backend, checkpoint, inputs):
+    """`_train` of `members`, in halves while the device runs out of memory."""
+    try:
+        # each member's divergence is its own: the batch records it, the member's job raises
+        return _train(members, nads_path, device, backend, checkpoint, inputs, keep_going=True)
+    except torch.OutOfMemoryError:
+        if len(members) == 1:
+            raise
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        half = len(members) // 2
+        say(f"out of device memory training {len(members)} cells together: "
+            f"training {half} and {len(members) - half} apart")  # fmt: skip
+        return [
+            *_train_halving(members[:half], nads_path, device, backend, f"{checkpoint}.a", inputs),
+            *_train_halving(members[half:], nads_path, device, backend, f"{checkpoint}.b", inputs),
+        ]
 
 
 def _outcome_line(record: dict) -> str:
@@ -217,11 +307,21 @@ def _outcome_line(record: dict) -> str:
 
 
 def _train(
-    members: list[Member], nads_path: str | None, device, backend: Backend, checkpoint: str
-) -> None:
-    """Train `members` (cells' seeds that share a model and a protocol) as one ensemble; write
-    each one's weights and record, and say each one's final loss and accuracies."""
+    members: list[Member],
+    nads_path: str | None,
+    device,
+    backend: Backend,
+    checkpoint: str,
+    inputs: list[str] | None = None,
+    keep_going: bool = False,
+) -> list[tuple[dict, dict]]:
+    """Train `members` (cells' seeds that share a model and a protocol) as one ensemble; say each
+    one's final loss and accuracies; return each one's weights (on the CPU) and record.
+    `keep_going`: a diverging member is recorded, whatever train.fail_on_divergence says."""
+    from .batching import cell_key, spec_key
+
     first = members[0].job
+    settings = replace(first.train, fail_on_divergence=False) if keep_going else first.train
     splits, _ = _build_data(first.study, [m.job.data[m.index] for m in members], nads_path,
                             first.nads)  # fmt: skip
     sums = [checksum(s) for s in splits]
@@ -246,42 +346,41 @@ def _train(
     say(f"train {len(members)} model(s) on {device}: {len(xs[0])} samples, {first.train}")
     start = time.perf_counter()
     ran = applied(first.train, device, len(nets) if stacks(nets, xs, first.train) else 1)
-    histories = train(nets, xs, ys, first.train, orders, checkpoint, fingerprint)
+    histories = train(nets, xs, ys, settings, orders, checkpoint, fingerprint)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
+    out = []
     for m, net, history, split, digest in zip(members, nets, histories, splits, sums, strict=True):
         at = diverged_epoch(history)
         x_test, y_test = (t.to(device) for t in split["test"])
         test_acc = float("nan") if at else accuracy_and_loss(net, x_test, y_test)[0]
-        save_torch(net.state_dict(), m.model)
-        save_json(
-            {
-                "study": m.job.study,
-                "arch": m.job.arch,
-                "variant": m.job.variant,
-                "seed": m.job.seeds[m.index],
-                "model": plain(m.job.model),
-                "train": plain(m.job.train),
-                "applied": ran,  # of bf16, channels_last, compile: what took effect
-                "data": dict(m.job.data[m.index].settings),
-                "data_sha256": digest,
-                "history": history,
-                "test_accuracy": test_acc,
-                "diverged": at is not None,
-                "diverged_epoch": at,
-                "trained_with_seeds": len(m.job.seeds),
-                "trained_together": len(members),
-                "cell_key": batches.cell_key(m.job) if len(m.job.seeds) == 1 else None,
-                "spec_key": batches.spec_key(m.job),
-                "train_seconds": seconds,
-                **facts(device, backend),
-                **run_facts(),
-                "provenance": provenance(),
-            },
-            m.record,
-        )
-        say(f"{m.name}: {_outcome_line(load_json(m.record))}, {seconds:.1f} s/model")
-    for leftover in glob.glob(glob.escape(checkpoint) + "*"):  # the outputs are complete
+        record = {
+            "study": m.job.study,
+            "arch": m.job.arch,
+            "variant": m.job.variant,
+            "seed": m.job.seeds[m.index],
+            "model": plain(m.job.model),
+            "train": plain(m.job.train),
+            "applied": ran,  # of bf16, channels_last, compile: what took effect
+            "data": dict(m.job.data[m.index].settings),
+            "data_sha256": digest,
+            "history": history,
+            "test_accuracy": test_acc,
+            "diverged": at is not None,
+            "diverged_epoch": at,
+            "trained_with_seeds": len(m.job.seeds),
+            "trained_together": len(members),
+            "cell_key": cell_key(m.job) if len(m.job.seeds) == 1 else None,
+            "spec_key": spec_key(m.job),
+            "train_seconds": seconds,
+            **facts(device, backend),
+            **run_facts(),
+            "provenance": provenance(),
+        }
+        out.append(({k: v.detach().cpu() for k, v in net.state_dict().items()}, record))
+        say(f"{m.name}: {_outcome_line(record)}, {seconds:.1f} s/model")
+    for leftover in glob.glob(glob.escape(checkpoint) + "*"):  # the results are complete
         os.remove(leftover)
+    return out
 
 
 # -- evaluation -------------------------------------------------------------------------------

@@ -25,6 +25,13 @@ LOGS = "{root}/logs"
 BENCHMARKS = "{root}/benchmarks"
 RUN_LOCK = "{root}/.nadpipe/run.lock"
 OWNER = "{root}/.nadpipe/configfiles"
+# a one-seed cell's result trained ahead by its batch's job (empty: the cell trains alone); a
+# temporary input of the cell's training, under the same path whatever the batching
+AHEAD = "{root}/.nadpipe/ahead/{study}/{arch}/{variant}_s{seed}.pt"
+# the checkpoints of batches of cells trained together, named by their cells
+CHECKPOINTS = "{root}/.nadpipe/checkpoints"
+# this run's batches, written by the main process for the jobs Snakemake starts elsewhere
+BATCHES = "{root}/.nadpipe/batches.json"
 
 
 def rule_path(template: str, root: str, **fixed: str) -> str:

@@ -4,6 +4,7 @@
 import os
 from pathlib import Path
 
+from nadpipe import batching as nb
 from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
@@ -21,7 +22,7 @@ CFG, WARNINGS = nc.load_config(
 R = nc.results_root(CFG, workflow.config_settings.configfiles)
 PLAN = ng.Plan(CFG, R)
 # the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
-# slot pool, the cells trained together); it starts with the jobs (the Snakefile's onstart)
+# slot pool, how many cells train together); it starts with the jobs (the Snakefile's onstart)
 RUN = Run(workflow, CFG, PLAN, R, WARNINGS)
 
 
@@ -55,25 +56,26 @@ wildcard_constraints:
     seed=r"-?\d+",
 
 
-def _cell(w):
-    """(train job, model, record) of a one-seed train job's wildcards, and its chunk."""
-    cell = ng.Cell(w.study, w.arch, w.variant, int(w.seed))
-    job = PLAN.train_job(w.study, w.arch, w.variant, (cell.seed,))
-    model = cell.path(npath.MODEL, R)
-    return (job, model + ".pt", model + ".json"), RUN.chunks.get(model + ".pt")
-
-
-def batch_leader(w):
-    """The record of the leader of this cell's chunk (ancient: only an order), for the
-    chunk's other cells."""
-    (_, model, _), chunk = _cell(w)
-    return [] if chunk is None or chunk.leads(model) else [ancient(chunk.leader[2])]
+# the stale cells this run trains together (nadpipe.batching), planned by the main process
+BATCHES = [
+    nb.Batch.of(b)
+    for b in RUN.shared(
+        npath.at(npath.BATCHES, R),
+        lambda: [b.plain() for b in PLAN.batches(RUN.batch_size, RUN.forced)],
+    )
+    or []
+]
+TRAINED_AHEAD = {a for b in BATCHES for a in b.aheads}
+# where the jobs that write ahead files (workflow/scripts/ahead.py) find this run's batches
+os.environ[nb.BATCHES_ENV] = os.path.abspath(npath.at(npath.BATCHES, R))
 
 
 def train_gpu(w):
-    """A cell that its chunk's leader trains in this run claims its result: no GPU."""
-    cell, chunk = _cell(w)
-    return 0 if chunk is not None and chunk.trains_ahead(*cell) else RUN.gpu_job
+    """A cell its batch's job trains only claims its result: no GPU."""
+    ahead = PLAN.at(
+        npath.AHEAD, study=w.study, arch=w.arch, variant=w.variant, seed=w.seed
+    )
+    return 0 if ahead in TRAINED_AHEAD else RUN.gpu_job
 
 
 def nads_of(w):

@@ -1,10 +1,46 @@
 # One model per (study, arch, variant, seed); a study with group_seeds trains all seeds of a
-# cell in one job (one batched ensemble) and has its own rule below.
+# cell in one job (one batched ensemble) and has its own rule below. A cell's ahead file is
+# written by its batch's job (train_together_N: the cell only claims its result) or, when it
+# trains alone, empty by trains_alone (nadpipe.batching): batching never changes a cell's inputs.
+# Both rules run one script and have no params: Snakemake keeps the provenance of a temporary
+# file after removing it and reruns its maker when that provenance changes, so an ahead file
+# made once by one of them and planned later by the other must look the same.
+localrules:
+    trains_alone,
+
+
+# trains_alone (batch None), then this run's batches: defined by one loop so that Snakemake sees
+# one source text for both (its provenance of a rule's code is the rule's lines)
+for batch in [None, *BATCHES]:
+
+    rule:
+        name:
+            batch.name if batch else "trains_alone"
+        input:
+            nads=list(batch.nads) if batch else nads_of,
+            cifar=list(batch.cifar) if batch else cifar_of,
+        output:
+            [temp(a) for a in batch.aheads] if batch else temp(path(npath.AHEAD)),
+        log:
+            (
+                logs(f"train_together/{batch.name}.log")
+                if batch
+                else logs("{study}/train/{arch}/{variant}_s{seed}.alone.log")
+            ),
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            gpu=RUN.gpu_job if batch else 0,
+        script:
+            "../scripts/ahead.py"
+
+
 rule train:
     input:
         nads=nads_of,
         cifar=cifar_of,
-        leader=batch_leader,
+        ahead=path(npath.AHEAD),
     output:
         model=[path(npath.MODEL) + ".pt"],
         record=[path(npath.MODEL) + ".json"],

@@ -11,7 +11,9 @@ summary = worker.run(
     nads[0] if nads else None,
     list(sm.output.model),
     list(sm.output.record),
-    slot=sm.resources.gpu,  # its GPU slot taken only to train, not while it waits for a batch
+    slot=sm.resources.gpu,  # 0 for a cell its batch's job trained: it only claims the result
+    ahead=sm.input.get("ahead"),  # a one-seed cell's (nadpipe.batching)
+    inputs=[*sm.input.nads, *sm.input.cifar],
     log=sm.log[0],
     threads=sm.threads,
 )

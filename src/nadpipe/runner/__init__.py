@@ -4,15 +4,19 @@
 - parsing (every Snakemake command: a run, -n, --report, --lint, --unlock, --summary, a
   profile's calls) only reads and plans: it stops the command while another run executes jobs
   that write its results folder (runs.check), or when that folder is another config file's,
-  or --config is repeated; it plans the GPU slot pool (slots) and the cells trained together
-  (batches), and hands the jobs where they compute through the environment;
+  or --config is repeated; it plans the GPU slot pool (slots), says how many cells train
+  together (`batch_size`: the plan decides which, nadpipe.batching) and hands the jobs where they
+  compute through the environment; what the main process planned reaches the jobs Snakemake
+  starts elsewhere (SLURM), which parse the workflow again, through `shared`;
 - `start`, Snakemake's onstart, which only a run that executes jobs reaches: takes the run lock
-  of its results folder and records the config files that write it,
-  writes the batch manifests, remembers the model checks that passed (nadpipe.verdicts), starts
-  the warm job server (worker);
+  of its results folder and records the config files that write it, writes what is `shared`,
+  remembers the model checks that passed (nadpipe.verdicts), starts the warm job server
+  (worker);
 - `end`, Snakemake's onsuccess / onerror, and the "nothing to do" summary of a run that had no
   job: the outputs, what they show, every warning.
-So no list of Snakemake's options says which commands run jobs: Snakemake's hooks do.
+So no list of Snakemake's options says which commands run jobs: Snakemake's hooks do. The
+science reaches it only through the plan it is given (`final_outputs`, `findings`): the package
+imports none of grid, studies or train.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ import time
 from typing import Any
 
 from ..log import WARNING
-from . import batches, runs, slots
+from . import runs, slots
 
 
 class Run:
     """One Snakemake command of the workflow. `workflow` is Snakemake's; `cfg` the validated
-    config, `plan` its grid.Plan, `results` its results folder, `warnings` what the config
-    check found (said now and again at the end)."""
+    config, `plan` its plan (grid.Plan: its final outputs and findings), `results` its results
+    folder, `warnings` what the config check found (said now and again at the end)."""
 
     def __init__(self, workflow: Any, cfg: Any, plan: Any, results: str, warnings: list[str]):
         from snakemake.logging import logger
@@ -40,6 +44,7 @@ class Run:
 
         self.plan, self.results, self.warnings = plan, results, warnings
         self.since = time.time()
+        self._shared: dict[str, Any] = {}  # path -> what start() writes there for the jobs
         self.server = None  # the warm job server (worker), from start() to end()
         self.ended = False
         self.warm = not workflow.deployment_settings.deployment_method  # jobs run here
@@ -58,14 +63,18 @@ class Run:
                 raise runs.CommandRefused(refused)
             if not workflow.output_settings.dryrun:
                 runs.summarise_at_exit(
-                    plan.final_outputs, self.warnings, lambda: self.ended, results
+                    plan.final_outputs, self.warnings, lambda: self.ended, results, plan.findings
                 )
         for message in self.warnings:
             logger.warning(f"{WARNING} {message}")
 
         # Where jobs compute (nadpipe.backend) and the GPU slot pool of this machine's jobs,
-        # passed through the environment so that changing them reruns nothing.
-        gpus = slots.visible_gpus() if cfg.gpus.device != "cpu" else []
+        # passed through the environment so that changing them reruns nothing. Only jobs that
+        # run here share a pool: under a cluster executor each job has the GPUs its scheduler
+        # gave it, and the GPUs of the machine that submits say nothing of them.
+        self.local = bool(workflow.local_exec)
+        here = cfg.gpus.device != "cpu" and self.local
+        gpus = slots.visible_gpus() if here else []
         resource = workflow.global_resources.get("gpu")
         self.slots = slots.pool(
             slots.slot_count(cfg.gpus.slots, resource, len(gpus), cfg.gpus.jobs_per_gpu), gpus
@@ -75,32 +84,47 @@ class Run:
             workflow.register_resource("gpu", len(self.slots))
         # the gpu resource of a compute job: none with gpus.device cpu (SLURM then asks none)
         self.gpu_job = 0 if cfg.gpus.device == "cpu" else 1
-        # cells trained together (batches): planned here, so that a chunk's other cells run
-        # after its leader (their input is its record) and ask for no GPU
-        batch = cfg.gpus.backend().batch_size(
-            bool(self.gpu_job) and (bool(self.slots) or not workflow.local_exec)
+        # how many stale cells train together (nadpipe.batching): 64 where jobs find a GPU
+        self.batch_size = cfg.gpus.backend().batch_size(
+            bool(self.gpu_job) and (bool(self.slots) or not self.local)
         )
-        self.chunks: dict[str, batches.Chunk] = {}
-        if batch > 1:
-            from ..train import stackable
-
-            self.chunks = batches.plan(plan.train_cells(), batch, stackable)
         os.environ[slots.SLOTS_ENV] = ",".join(self.slots)
         os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(cfg.gpus.lock_dir)
         os.environ[backend.ENV] = cfg.gpus.backend().to_env()
         if self.main and self.slots:
             logger.info(f"nadpipe: {slots.describe(self.slots)}")
 
+    def forced(self) -> frozenset[str]:
+        """The rules this command reruns whatever their outputs (--forcerun, -R; "all" for
+        -F): from its command line, as Snakemake reads it."""
+        return runs.forced(sys.argv) if self.main else frozenset()
+
+    def shared(self, path: str, make: Any) -> Any:
+        """What the main process plans as `make()` and the jobs Snakemake starts elsewhere (a
+        SLURM job parses the workflow again, later, with other files on disk) must see the same
+        (the batches: rules they run by name): made here, written to `path` (JSON) before any
+        job; read from it in those jobs (None when no run wrote it)."""
+        if self.main:
+            self._shared[path] = make()
+            return self._shared[path]
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
     def start(self) -> None:
-        """Snakemake's onstart: this command executes jobs. Hold the run lock, write the batch
-        manifests before any job, remember the model checks that passed, start the warm job
+        """Snakemake's onstart: this command executes jobs. Hold the run lock, write what the
+        jobs share before any job, remember the model checks that passed, start the warm job
         server."""
         from .. import verdicts
+        from ..io import save_json
 
         runs.take_lock(self.results)
         if self.owners is not None:
             runs.write_owner(self.results, self.owners)
-        batches.write_manifests(self.plan.train_cells(), self.chunks)
+        for path, value in self._shared.items():
+            save_json(value, path)
         verdicts.remember()
         if self.warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
             from . import worker
@@ -114,6 +138,8 @@ class Run:
         self.ended = True
         if self.server is not None:
             self.server.terminate()
+        runs.remove_leftovers(self.results)
+        outputs = self.plan.final_outputs()
         logger.info(
-            runs.end(ok, self.plan.final_outputs(), self.warnings, self.since, self.results)
+            runs.end(ok, outputs, self.warnings, self.since, self.results, self.plan.findings)
         )

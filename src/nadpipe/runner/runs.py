@@ -18,13 +18,14 @@ import fcntl
 import glob
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
 
 from .. import provenance
 from ..log import WARNING
-from ..paths import LOGS, OWNER, RUN_LOCK, at
+from ..paths import AHEAD, LOGS, OWNER, RUN_LOCK, at
 
 # options that say which run this is, repeated in every command nadpipe suggests (a command
 # without them could plan another config's study in the same directory); those marked take
@@ -124,6 +125,30 @@ def run_options(argv: list[str]) -> list[str]:
             out.append(argv[i])
             i += 1
     return out
+
+
+def forced(argv: list[str]) -> frozenset[str]:
+    """The rules a Snakemake command line reruns whatever their outputs (-R/--forcerun; "all"
+    for -F/--forceall), read with Snakemake's own argument parser: Snakemake parses the workflow
+    before it hands its DAG settings to it. Empty where `argv` is not Snakemake's (the API)."""
+    from snakemake.cli import get_argument_parser
+
+    # Snakemake's parser takes seconds to build: only where an option could be one of them
+    # (a short option cluster holding R or F, a long option starting --f, as argparse's
+    # abbreviations allow)
+    maybe = any(
+        a.startswith("--f")
+        or (a.startswith("-") and not a.startswith("--") and set(a) & {"R", "F"})
+        for a in argv[1:]
+    )
+    if not maybe:
+        return frozenset()
+    try:
+        args, _ = get_argument_parser().parse_known_args(argv[1:])
+    except (SystemExit, Exception):  # noqa: BLE001 -- not a command line Snakemake parses
+        return frozenset()
+    rules = {str(r) for r in (getattr(args, "forcerun", None) or ())}
+    return frozenset(rules | ({"all"} if getattr(args, "forceall", False) else set()))
 
 
 def take_lock(results: str = "results") -> str:
@@ -290,24 +315,18 @@ def job_warnings(since: float, root: str) -> list[str]:
 REPORT = "The report (figures, tables, the config that ran): {command}"
 
 
-def findings(outputs: list[str]) -> list[str]:
-    """What the studies found, from the summaries among `outputs` (Study.findings): the lines
-    the report's first page states too."""
-    import pandas as pd
-
-    from ..studies import REGISTRY
-
-    out = []
-    for path in outputs:
-        if not path.endswith("/summary.parquet") or not os.path.isfile(path):
-            continue
-        df = pd.read_parquet(path)
-        study = str(df["study"].iloc[0])
-        out += [f"{study}: {line}" for line in REGISTRY[study].findings(df)]
-    return out
+def remove_leftovers(results: str) -> None:
+    """At a run's end, the results trained ahead that no job claimed (a batch holds a cell the
+    plan foresaw stale and Snakemake did not rerun; a claim that failed): they serve no later
+    run, which plans its batches anew."""
+    folder = at(AHEAD, results).split("{", 1)[0]
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _results_lines(outputs: list[str], results: str) -> list[str]:
+Findings = Callable[[list[str]], list[str]]  # what the summaries among outputs show (the plan's)
+
+
+def _results_lines(outputs: list[str], results: str, findings: Findings) -> list[str]:
     """What a run whose results stand says after listing them: what they show, and the
     command that makes their report."""
     found = findings(outputs)
@@ -324,13 +343,18 @@ def report_command(results: str = "results") -> str:
 
 
 def end(
-    ok: bool, outputs: list[str], warnings: list[str], since: float, results: str = "results"
+    ok: bool,
+    outputs: list[str],
+    warnings: list[str],
+    since: float,
+    results: str = "results",
+    findings: Findings = lambda outputs: [],
 ) -> str:
     """What the run says when it ends: its outputs (or that it failed) and every warning."""
     lines = []
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
-        lines += _results_lines(outputs, results)
+        lines += _results_lines(outputs, results, findings)
     else:
         lines.append("nadpipe stopped: a job failed (its log is named above).")
     found = list(dict.fromkeys([*warnings, *job_warnings(since, at(LOGS, results))]))
@@ -389,12 +413,17 @@ def damaged_message(bad: list[str]) -> str:
     )
 
 
-def up_to_date(outputs: list[str], warnings: list[str], results: str = "results") -> str:
+def up_to_date(
+    outputs: list[str],
+    warnings: list[str],
+    results: str = "results",
+    findings: Findings = lambda outputs: [],
+) -> str:
     """What a run says when every result was already up to date (Snakemake then ends without
     calling the workflow's handlers): the results, and the warnings that stand for them (in the
     logs of the jobs that made them)."""
     lines = ["nadpipe: nothing to do, every result is up to date:\n  " + "\n  ".join(outputs)]
-    lines += _results_lines(outputs, results)
+    lines += _results_lines(outputs, results, findings)
     found = list(dict.fromkeys([*warnings, *job_warnings(0.0, at(LOGS, results))]))
     if found:
         lines.append(f"Warnings that stand for these results ({len(found)}):")
@@ -407,6 +436,7 @@ def summarise_at_exit(
     warnings: list[str],
     ended: Callable[[], bool],
     results: str = "results",
+    findings: Findings = lambda outputs: [],
 ) -> None:
     """When this run ends without its end-of-run summary because Snakemake found nothing to do
     (it said so through its logger), say `up_to_date` on stderr and in Snakemake's log file.
@@ -437,7 +467,7 @@ def summarise_at_exit(
             if bad:  # no result stands on them: said, and the exit status says so
                 print(damaged_message(bad), file=sys.stderr, flush=True)
                 os._exit(1)
-            text = up_to_date(finals, warnings, results)
+            text = up_to_date(finals, warnings, results, findings)
             print(text, file=sys.stderr, flush=True)
             # Snakemake's log file of this run: the first it made after this process started,
             # where its documentation says ("Complete log: .snakemake/log/...")

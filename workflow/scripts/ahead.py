@@ -1,0 +1,29 @@
+"""Write the ahead files of the cells of one rule (nadpipe.batching): a batch's job
+(train_together_N) trains its cells together into them, and each cell's own job claims its
+result; trains_alone leaves them empty (the cell trains in its own job)."""
+
+import os
+
+from nadpipe.batching import BATCHES_ENV, Batch
+from nadpipe.io import load_json
+from nadpipe.log import say
+from nadpipe.runner import worker
+
+sm = snakemake
+if sm.rule == "trains_alone":
+    for path in sm.output:
+        open(path, "w").close()
+else:
+    batch = next(Batch.of(b) for b in load_json(os.environ[BATCHES_ENV]) if b["name"] == sm.rule)
+    summary = worker.run(
+        "nadpipe.jobs:train_together_job",
+        list(batch.jobs),
+        batch.nads[0] if batch.nads else None,
+        list(sm.output),
+        batch.checkpoint,
+        slot=sm.resources.gpu,
+        inputs=[*sm.input.nads, *sm.input.cifar],
+        log=sm.log[0],
+        threads=sm.threads,
+    )
+    say(summary)
