@@ -90,14 +90,15 @@ def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "all"}
 
 
-def run_every_job(plan: Plan, out, backend: Backend) -> dict:
-    """NADs of every architecture, then the first cell of every study trained and evaluated
-    (the NAD-pair cell also as a two-seed ensemble); returns what they wrote."""
+def run_every_job(plan: Plan, out, backend: Backend, born: str | None = None) -> dict:
+    """NADs of every architecture (of networks drawn on `born`, default the backend's device),
+    then the first cell of every study trained and evaluated (the NAD-pair cell also as a
+    two-seed ensemble); returns what they wrote."""
     found = {}
     nad = {}
     for arch in plan.nad_architectures():
         paths = [out / f"{arch}.{ext}" for ext in ("pt", "npy", "json")]
-        nads_job(plan.nad_job(arch), *map(str, paths), backend=backend)
+        nads_job(plan.nad_job(arch), *map(str, paths), backend=backend, born=born)
         nad[arch] = str(paths[0])
         found[f"nads {arch}"] = np.load(paths[1])
     for study in plan.cfg.enabled():

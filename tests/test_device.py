@@ -8,6 +8,7 @@ the meta device and fails as soon as it meets the job's real tensors. The same j
 where a GPU is present (marked gpu) and agree with the CPU.
 """
 
+import os
 import subprocess
 import sys
 
@@ -106,7 +107,11 @@ print("new", sorted(m for m in set(sys.modules) - before if m.startswith("torch"
 
 @pytest.mark.gpu
 def test_every_job_on_cuda_agrees_with_the_cpu(micro_plan, micro_on_cpu, tmp_path):
-    on_gpu = run_every_job(micro_plan, tmp_path, Backend(device="cuda", deterministic=True))
+    # CUDA's generator draws other networks than the CPU's (two draws of 24 networks share
+    # 0.06 of their top 5 NADs): the NADs of the CPU's networks, born there and moved over, so
+    # that every later job compares like with like
+    backend = Backend(device="cuda", deterministic=True)
+    on_gpu = run_every_job(micro_plan, tmp_path, backend, born="cpu")
     for key, value in micro_on_cpu.items():
         other = on_gpu[key]
         if key.startswith("nads"):  # the same leading NADs (sign fixed), to float tolerance
@@ -117,7 +122,7 @@ def test_every_job_on_cuda_agrees_with_the_cpu(micro_plan, micro_on_cpu, tmp_pat
             assert abs(value["history"][-1]["loss"] - other["history"][-1]["loss"]) < 1e-3
         elif key.startswith("rows"):
             diff = (value["accuracy"] - other["accuracy"]).abs().max()
-            assert diff <= 2 / DATA["n_test"], (key, diff)
+            assert round(diff * DATA["n_test"]) <= 2, (key, diff)  # images: no float edge
 
 
 @pytest.mark.gpu
@@ -129,3 +134,42 @@ def test_deterministic_cuda_jobs_repeat_bit_for_bit(micro_plan, tmp_path):
     for key, value in runs[0].items():
         if key.startswith("weights") and not isinstance(value, list):
             assert all(torch.equal(value[k], runs[1][key][k]) for k in value), key
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_tf32_flags_read_back_after_setup(tf32):
+    # b879b52 set torch's newer fp32_precision switches; reading the long-standing flags then
+    # raised ("a mix of the legacy and new APIs"), which user models, libraries and inductor do
+    import torch
+
+    from nadpipe.backend import setup
+
+    setup(Backend(device="cpu", tf32=tf32))
+    assert torch.backends.cudnn.allow_tf32 is tf32
+    assert torch.backends.cuda.matmul.allow_tf32 is tf32
+    assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+    assert torch.backends.cuda.matmul.fp32_precision == ("tf32" if tf32 else "ieee")
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False,
+                                    allow_tf32=not tf32):  # fmt: skip
+        pass
+    setup(Backend(device="cpu"))  # as the rest of the suite has it
+
+
+def test_determinism_is_refused_where_cublas_started_without_its_workspace(monkeypatch):
+    # cuBLAS reads CUBLAS_WORKSPACE_CONFIG when CUDA starts: b879b52 set it with setdefault in
+    # every job's setup, too late for a process that had used CUDA, whose records then said
+    # "deterministic"
+    import torch
+
+    from nadpipe.backend import CUBLAS_WORKSPACE, DeviceError, deterministic_cublas
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # CUDA already started
+    with pytest.raises(DeviceError, match="CUBLAS_WORKSPACE_CONFIG=:4096:8 python"):
+        deterministic_cublas()
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)  # as the advice says
+    deterministic_cublas()
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # before CUDA: set here
+    deterministic_cublas()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_WORKSPACE

@@ -245,3 +245,20 @@ def test_a_model_trained_alone_with_channels_last_or_compile_on_the_standin_equa
     assert loss_on == pytest.approx(loss, rel=1e-5)
     for name, w in weights.items():
         torch.testing.assert_close(weights_on[name], w, atol=1e-5, rtol=1e-4)
+
+
+def test_nads_of_networks_born_on_the_cpu_equal_the_cpus():
+    # what the GPU checks compare (a GPU's generator draws other networks than the CPU's): the
+    # CPU's networks moved to the device give the CPU's NADs
+    from functools import partial
+
+    from nadpipe.models import build
+
+    shape = Shape(1, 8, 8)
+    lenet = partial(build, ModelSpec("mlp", {"hidden": [16]}, shape, 1))
+    settings = NadSettings(n_networks=12, networks_per_chunk=4)
+    cpu = compute_nads(lenet, settings, shape, "cpu", progress=False)["vectors"]
+    with standin():
+        moved = compute_nads(lenet, settings, shape, DEVICE, progress=False, born="cpu")
+    overlap = float((cpu[:5] @ moved["vectors"][:5].T).square().sum() / 5)
+    assert overlap > 0.999 and moved["device"] == "standin"

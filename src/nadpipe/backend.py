@@ -144,9 +144,8 @@ def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torc
 
     backend = backend or Backend.from_env()
     device = choose_device(backend.device, flag)
-    if backend.deterministic:
-        # must be set before cuBLAS starts; harmless on the CPU
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    if backend.deterministic and device.type == "cuda":
+        deterministic_cublas()
     if torch.are_deterministic_algorithms_enabled() != backend.deterministic:
         # only when it changes: the call imports torch._dynamo (2 s a job on a CPU)
         torch.use_deterministic_algorithms(backend.deterministic)
@@ -156,20 +155,38 @@ def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torc
     return device
 
 
-def _set_tf32(on: bool) -> None:
-    """TF32 for float32 matmuls and cuDNN convolutions on or off (torch's own default has it on
-    for convolutions): through the switches of torch >= 2.9, else the older flags (mixing the
-    two raises in torch >= 2.9)."""
+DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")  # what cuBLAS accepts as deterministic
+
+
+def deterministic_cublas(key: str = "gpus.deterministic") -> None:
+    """Make cuBLAS deterministic in this process, or refuse: it reads CUBLAS_WORKSPACE_CONFIG
+    when it starts, so a process that started CUDA without it (the Python API after other CUDA
+    work, a notebook) cannot be made deterministic any more, while its records would say it
+    was. The workflow's jobs have it in their environment from the start (nadpipe.runner)."""
     import torch
 
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        precision = "tf32" if on else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = precision
-        torch.backends.cudnn.conv.fp32_precision = precision
-        torch.backends.cudnn.rnn.fp32_precision = precision
-    else:  # pragma: no cover -- torch < 2.9 (the conda environment's pin)
-        torch.backends.cuda.matmul.allow_tf32 = on
-        torch.backends.cudnn.allow_tf32 = on
+    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") in DETERMINISTIC_WORKSPACES:
+        return
+    if torch.cuda.is_initialized():
+        raise DeviceError(
+            f"{key} is set, but this process started CUDA before CUBLAS_WORKSPACE_CONFIG was "
+            f"set to one of {', '.join(DETERMINISTIC_WORKSPACES)}, so cuBLAS is not "
+            f"deterministic here. Start Python with CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} "
+            f"in its environment (e.g. CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} python ...)"
+        )
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+
+
+def _set_tf32(on: bool) -> None:
+    """TF32 for float32 matmuls and cuDNN convolutions and RNNs on or off (torch's own default
+    has it on for convolutions), through torch's long-standing flags alone: torch >= 2.9 raises
+    when a program reads these flags after the newer `fp32_precision` switches were set ("a mix
+    of the legacy and new APIs"), which user models, libraries and inductor's autotuning do; set
+    this way, both the flags and the switches read back what was set (tests/test_device.py)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
 
 
 def facts(device, backend: Backend | None = None) -> dict:

@@ -68,11 +68,18 @@ def _nad_record(job: NadJob) -> dict:
 
 
 def nads_job(
-    job: NadJob | dict, artifact: str, npy: str, summary: str, backend: Backend | None = None
+    job: NadJob | dict,
+    artifact: str,
+    npy: str,
+    summary: str,
+    backend: Backend | None = None,
+    born: str | None = None,
 ) -> str:
     """Compute (or read from job.file) one architecture's NADs; write the artifact (vectors,
     eigenvalues, diagnostics), the NADs alone as .npy (rows = NADs) and a readable summary.
-    `backend`: the device and switches (default: those the Snakefile set, nadpipe.backend)."""
+    `backend`: the device and switches (default: those the Snakefile set, nadpipe.backend);
+    `born`: where the networks are drawn (nads.sample_sensitivities; "cpu": a GPU computes the
+    CPU's networks, which the GPU checks compare)."""
     from .bases import read_nad_file
 
     job = typed(NadJob, job) if isinstance(job, dict) else job
@@ -99,7 +106,7 @@ def nads_job(
     else:
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
         art = compute_nads(
-            partial(models.build, job.model), job.settings, shape, device, advice=None
+            partial(models.build, job.model), job.settings, shape, device, advice=None, born=born
         )
     art.update(_nad_record(job), arch=job.arch, provenance=provenance())
     save_torch(art, artifact)

@@ -266,9 +266,12 @@ def sample_sensitivities(
     device: torch.device | str = "cpu",
     progress: bool = True,
     together: bool | None = None,
+    born: torch.device | str | None = None,
 ) -> torch.Tensor:
     """(n_networks * n_points, d) float64 input sensitivities of random networks from `build`
-    (single logit, inputs of `shape`), `networks_per_chunk` built at a time."""
+    (single logit, inputs of `shape`), `networks_per_chunk` built at a time. `born`: the device
+    the networks are drawn on (default `device`); "cpu" gives a GPU the CPU's networks, moved
+    over (to compare the two devices' NADs of the same networks; slower)."""
     x0 = eval_points(settings, shape).to(device)
     # (networks x points, d) on the CPU: the covariance is formed there, in float64
     out = torch.empty(
@@ -283,7 +286,9 @@ def sample_sensitivities(
     for start in range(0, settings.n_networks, chunk):
         ks = range(start, min(start + chunk, settings.n_networks))
         began = time.perf_counter()
-        nets = draw_networks(build, settings, ks, device)
+        nets = draw_networks(build, settings, ks, born or device)
+        if born is not None:
+            nets = [net.to(device) for net in nets]
         built = time.perf_counter()
         s = batched_sensitivities(
             nets, x0, settings.estimator, settings.step, settings.batch_size, plan, bar.update,
@@ -397,6 +402,7 @@ def compute_nads(
     progress: bool = True,
     together: bool | None = None,
     advice: str | None = "raise NadSettings.n_networks (now {n})",
+    born: torch.device | str | None = None,
 ) -> dict:
     """The NAD artifact of the networks `build` makes (single logit, inputs of `shape`):
     vectors (k, d) float32 (row k = NAD k), eigenvalues, the split-half diagnostics and the
@@ -407,12 +413,12 @@ def compute_nads(
     [input_size=(H, W)]). With `progress`, it logs its phases, the split-half overlaps and the
     convergence verdict (nadpipe.convergence; a warning when not converged), `advice` saying
     what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
-    whose figure job says it)."""
+    whose figure job says it). `born`: where the networks are drawn (sample_sensitivities)."""
     if not ESTIMATORS[settings.estimator].published:
         _warn_unpublished(settings.estimator)
     if takes_arguments(build):  # a builder as the workflow's: (in_channels, num_classes, ...)
         build = partial(call_builder, build, shape, 1, {}, getattr(build, "__name__", "build"))
-    g = sample_sensitivities(build, settings, shape, device, progress, together)
+    g = sample_sensitivities(build, settings, shape, device, progress, together, born)
     bad = (~torch.isfinite(g)).any(dim=1).reshape(settings.n_networks, -1).any(dim=1)
     if bad.any():
         first = int(bad.nonzero()[0])

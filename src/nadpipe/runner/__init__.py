@@ -91,6 +91,8 @@ class Run:
         os.environ[slots.SLOTS_ENV] = ",".join(self.slots)
         os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(cfg.gpus.lock_dir)
         os.environ[backend.ENV] = cfg.gpus.backend().to_env()
+        if cfg.gpus.deterministic:  # read by cuBLAS when it starts: in every job from its start
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", backend.CUBLAS_WORKSPACE)
         if self.main and self.slots:
             logger.info(f"nadpipe: {slots.describe(self.slots)}")
 
