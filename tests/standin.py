@@ -5,7 +5,8 @@ Tensors "on" it are `StandIn` wrappers (a `__torch_dispatch__` tensor subclass) 
 tensors; a dispatch mode runs every operation on the wrapped CPU tensors, so the numbers are
 real. While the mode is on, as CUDA would:
 - an operation that meets a stand-in tensor and a CPU tensor of one or more dimensions raises
-  (0-dim CPU tensors are scalars, allowed; so are CPU index tensors, as CUDA allows them);
+  (0-dim CPU tensors are scalars, allowed; so are CPU index tensors, as CUDA allows them, each
+  counted as the host-to-device copy CUDA makes of it);
 - a CPU generator given to a random operation on the device raises;
 and it counts, in `Record`:
 - host-to-device copies (`.to`, `copy_`, `torch.tensor(data, device=...)`; of one element
@@ -224,16 +225,22 @@ class StandInMode(TorchDispatchMode):
         wants_device = target is not None and target.type == NAME
         self.record.ops[func.__name__] += 1
 
-        # copies between host and device
-        if func is aten._to_copy.default and target is not None:
+        # copies between host and device: _to_copy, and `to` itself, which inference mode
+        # does not decompose (its device.. overload names the device positionally)
+        if func._overloadpacket in (aten._to_copy, aten.to):
+            if target is None:
+                target = next((a for a in args[1:] if isinstance(a, torch.device)), None)
+                wants_device = target is not None and target.type == NAME
+        if func._overloadpacket in (aten._to_copy, aten.to) and target is not None:
             src = args[0]
-            kw = {**kwargs, "device": CPU}
+            rest = [CPU if isinstance(a, torch.device) else a for a in args[1:]]
+            kw = {**kwargs, "device": CPU} if "device" in kwargs else kwargs
             if wants_device and not _is_device(src):
                 self._h2d(src)
-                return StandIn(func(src, **kw))
+                return StandIn(func(src, *rest, **kw).clone())
             if not wants_device and _is_device(src):
                 self._d2h()
-                return func(src.inner, **kw)
+                return func(src.inner, *rest, **kw).clone()
         if func is aten.copy_.default:
             dst, src = args[0], args[1]
             if _is_device(dst) != _is_device(src):
@@ -250,7 +257,10 @@ class StandInMode(TorchDispatchMode):
             mixed = [
                 t for t in tensors if not _is_device(t) and t.device.type == "cpu" and t.dim() > 0
             ]
-            if mixed and not self._cpu_index_allowed(func, args, mixed):
+            if mixed and self._cpu_index_allowed(func, args, mixed):
+                for index in mixed:  # CUDA copies them over first: a copy like any other
+                    self._h2d(index)
+            elif mixed:
                 raise DeviceMixError(
                     f"{func}: a CPU tensor of shape {tuple(mixed[0].shape)} meets tensors on "
                     f"{DEVICE} at {_where()} (CUDA: 'Expected all tensors to be on the same "
