@@ -2,7 +2,11 @@
 accelerator cannot prove, run on the real device, with the table docs/speed.md needs.
 
 1. The micro study (one cell of every study) through the real Snakemake DAG on the CPU, then on
-   CUDA with 1 and with 4 jobs per GPU: every summary row agrees with the CPU's.
+   CUDA with 1 and with 4 jobs per GPU. A GPU draws other random networks than the CPU, so
+   CUDA's NADs are of other networks (two draws of 24 share little of their top NADs): the CUDA
+   runs read the CPU run's NADs (architectures.NAME.nads_file), so that every summary row
+   compares like with like (within two test images), and CUDA computes the NADs of the CPU's
+   networks, moved over, which must agree with the CPU's (top-5 overlap above 0.99).
 2. A training killed with SIGKILL after its third epoch and run again: alone and as a batch of
    two cells, on CUDA with gpus.deterministic, it resumes and ends bit for bit where an
    uninterrupted run ends.
@@ -26,14 +30,19 @@ from pathlib import Path
 # them where there is no GPU
 STEPS = [
     ("micro-cpu", "the micro study (one cell of every study) on the CPU (snakemake --cores 4)"),
-    ("micro-gpu1", "the same on CUDA, 1 job per GPU (--resources gpu=1): rows agree with the CPU"),
+    (
+        "micro-gpu1",
+        "the same on CUDA on the CPU's NADs, 1 job per GPU (--resources gpu=1): rows "
+        "agree with the CPU; CUDA's NADs of the CPU's networks agree with the CPU's",
+    ),
     ("micro-gpu4", "the same on CUDA, 4 jobs per GPU (--resources gpu=4): rows agree with the CPU"),
     ("resume-alone", "LeNet killed after epoch 3 on CUDA and resumed: equals an uninterrupted run"),
     ("resume-batch", "a batch of two LeNet cells killed and resumed likewise"),
     ("bench-nads", "python benchmarks/nads.py --models lenet resnet18 --networks 64"),
     ("bench-train", "python benchmarks/train.py --models mlp lenet resnet18 --epochs 1"),
 ]
-TOLERANCE = 2 / 48  # accuracy GPU vs CPU: two of the micro study's 48 test images
+TOLERANCE = 2  # accuracy GPU vs CPU: two of the micro study's 48 test images (counted, not
+# compared as floats: 2/48 computed two ways differs in its last bit)
 
 
 def plan_text() -> str:
@@ -81,8 +90,22 @@ def micro_config(cifar_root: str) -> dict:
     return config
 
 
-def _snakemake(root: Path, work: Path, device: str, *extra: str) -> tuple[float, Path]:
-    """The micro study in `work` with gpus.device `device`: (seconds, its results folder)."""
+def with_nads_of(config: dict, results: Path) -> dict:
+    """`config` reading the NADs a run wrote under `results` (architectures.NAME.nads_file)
+    instead of computing its own: the same NADs whatever networks this device would draw."""
+    config = json.loads(json.dumps(config))
+    for npy in sorted((results / "nads").glob("*.npy")):
+        config["architectures"].setdefault(npy.stem, {})["nads_file"] = str(npy.resolve())
+    return config
+
+
+def _snakemake(
+    root: Path, work: Path, device: str, *extra: str, nads_of: Path | None = None,
+    change: dict | None = None,
+) -> tuple[float, Path]:  # fmt: skip
+    """The micro study in `work` with gpus.device `device` (reading the NADs of the results
+    folder `nads_of`; `change` merged over its top-level blocks): (seconds, its results
+    folder)."""
     import yaml
 
     from .cifar import write_cifar10_like
@@ -90,6 +113,10 @@ def _snakemake(root: Path, work: Path, device: str, *extra: str) -> tuple[float,
     work.mkdir(parents=True, exist_ok=True)
     write_cifar10_like(str(work / "cifar"), n_train=96, n_test=48, seed=2)
     config = micro_config(str(work / "cifar")) | {"gpus": {"device": device}}
+    for block, values in (change or {}).items():
+        config[block] = {**config.get(block, {}), **values}
+    if nads_of is not None:
+        config = with_nads_of(config, nads_of)
     (work / "micro.yaml").write_text(yaml.safe_dump(config))
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "-d",
            str(work), "--configfile", str(work / "micro.yaml"), "--cores", "4", *extra]  # fmt: skip
@@ -102,7 +129,7 @@ def _snakemake(root: Path, work: Path, device: str, *extra: str) -> tuple[float,
 
 def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str]]:
     """Largest |accuracy difference| between the summaries of every study under two results
-    folders, row by row, and the devices the second ran on."""
+    folders, row by row, in test images (DATA's n_test), and the devices the second ran on."""
     import pandas as pd
 
     key = ["arch", "variant", "seed", "split", "condition"]
@@ -117,7 +144,36 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str]]:
             raise RuntimeError(f"{rel}: other rows on the GPU ({len(a)}, {len(b)}, {len(m)})")
         diff = max(diff, float((m["accuracy_cpu"] - m["accuracy_gpu"]).abs().max()))
         devices |= set(b["device"])
-    return diff, devices
+    return round(diff * DATA["n_test"], 6), devices
+
+
+def nads_of_the_cpus_networks(cpu: Path, work: Path) -> float:
+    """The least top-5 overlap, over the micro study's architectures, of CUDA's NADs of the CPU
+    run's networks (born on the CPU, moved over) with the CPU run's NADs under `cpu`."""
+    import numpy as np
+    import yaml
+
+    from . import config as nc
+    from .backend import Backend
+    from .grid import Plan
+    from .jobs import nads_job
+
+    cfg, _ = nc.load_config(yaml.safe_load((cpu / "config.yaml").read_text()), _schema())
+    plan, least = Plan(cfg), 1.0
+    work.mkdir(parents=True, exist_ok=True)
+    for arch in plan.nad_architectures():
+        paths = [str(work / f"{arch}.{ext}") for ext in ("pt", "npy", "json")]
+        nads_job(plan.nad_job(arch), *paths, backend=Backend(device="cuda"), born="cpu")
+        a, b = np.load(cpu / "nads" / f"{arch}.npy"), np.load(paths[1])
+        least = min(least, float(np.square(a[:5] @ b[:5].T).sum() / 5))
+    return least
+
+
+def _schema() -> Path:
+    root = checkout()
+    if root is None:
+        raise RuntimeError("nadpipe doctor --gpu runs from a checkout (pip install -e .)")
+    return root / "workflow" / "schemas" / "config.schema.yaml"
 
 
 RESUME = """
@@ -243,11 +299,18 @@ def run(scratch: Path, say=print) -> int:
                 result = "finished"
             elif step.startswith("micro-gpu"):
                 n = step[-1]
-                _, summary = _snakemake(root, scratch / step, "cuda", "--resources", f"gpu={n}")
+                _, summary = _snakemake(root, scratch / step, "cuda", "--resources", f"gpu={n}",
+                                        nads_of=cpu_summary)  # fmt: skip
                 diff, devices = compare_summaries(cpu_summary, summary)
                 if diff > TOLERANCE or "cpu" in devices:
-                    raise RuntimeError(f"|accuracy difference| {diff:.3f} on {devices}")
-                result = f"max |accuracy difference| to the CPU {diff:.3f} on {devices}"
+                    raise RuntimeError(f"accuracies differ by {diff:g} test images on {devices}")
+                result = f"accuracies within {diff:g} test images of the CPU's on {devices}"
+                if n == "1":
+                    overlap = nads_of_the_cpus_networks(cpu_summary, scratch / "nads-of-cpu")
+                    if overlap <= 0.99:
+                        raise RuntimeError(f"CUDA's NADs of the CPU's networks: top-5 overlap "
+                                           f"{overlap:.4f} with the CPU's")  # fmt: skip
+                    result += f"; CUDA's NADs of the CPU's networks: top-5 overlap {overlap:.4f}"
             elif step.startswith("resume"):
                 result = _resume(scratch / step, batched=step.endswith("batch"))
             elif step == "bench-nads":
