@@ -38,6 +38,21 @@ def test_every_registered_estimator_is_computed(name):
     assert art["settings"]["estimator"] == name
 
 
+def test_an_estimator_without_its_computation_fails_loudly(monkeypatch):
+    # b879b52: the computation was an `if estimator == "gradient"` with the dipole as
+    # fall-through, so an entry registered without one silently returned the dipole's NADs
+    from nadpipe.estimators import Estimator
+    from nadpipe.nads import NadError, computation
+
+    monkeypatch.setitem(ESTIMATORS, "secant", Estimator("a new one", "nadpipe.nads:secant"))
+    with pytest.raises(NadError, match=r"'secant': its computation 'nadpipe.nads:secant'"):
+        compute_nads(RandomLinear, NadSettings("secant", n_networks=4), SHAPE, progress=False)
+    with pytest.raises(ValueError, match="estimator must be one of dipole, gradient, secant"):
+        NadSettings("nope")  # an unknown name: refused where the settings are made
+    with pytest.raises(NadError, match="unknown NAD estimator 'nope'; the registered ones"):
+        computation("nope")
+
+
 def test_the_schema_and_the_command_offer_exactly_the_registry():
     schema = nc.load_schema(SCHEMA)
     assert schema["$defs"]["nad_settings"]["properties"]["estimator"]["enum"] == list(ESTIMATORS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import math
 import time
 import warnings
@@ -149,6 +150,24 @@ def together_on(device) -> bool:
     return accelerated(device)
 
 
+def computation(name: str) -> Callable:
+    """The computation of the estimator `name`: its registry entry's `compute`
+    (nadpipe.estimators). An unknown name, or an entry whose computation does not exist, fails
+    here, naming it: no estimator falls through to another's computation."""
+    entry = ESTIMATORS.get(name)
+    if entry is None:
+        known = ", ".join(ESTIMATORS)
+        raise NadError(f"unknown NAD estimator {name!r}; the registered ones: {known}")
+    module, _, function = entry.compute.partition(":")
+    found = getattr(importlib.import_module(module), function, None) if function else None
+    if not callable(found):
+        raise NadError(
+            f"NAD estimator {name!r}: its computation {entry.compute!r} (nadpipe.estimators) is "
+            f"not a function of an importable module"
+        )
+    return found
+
+
 def batched_sensitivities(
     nets: list[nn.Module],
     x0: torch.Tensor,
@@ -159,40 +178,51 @@ def batched_sensitivities(
     done: Callable[[int], object] = lambda n: None,
     together: bool | None = None,
 ) -> torch.Tensor:
-    """(n, n_points, d) sensitivities of the networks `nets` (one structure, eval mode): the
-    gradient of all at once (torch.func: vmap over the stacked modules); the dipole with each
-    probe carried as a window with a `plan` (nadpipe.dipole), else through the whole network,
-    the networks `together` in one call per chunk of probes (default: `together_on` the
-    device) or one after another. `done(k)` is told as k more networks are done."""
-    d = x0[0].numel()
+    """(n, n_points, d) sensitivities of the networks `nets` (one structure, eval mode) by the
+    estimator's computation (`computation`), the networks `together` in one call per chunk of
+    probes (default: `together_on` the device) or one after another. `done(k)` is told as k
+    more networks are done."""
     together = together_on(x0.device) if together is None else together
-    if estimator == "dipole" and plan is not None and not together:
-        return _windowed_dipole(plan, nets, x0, step, batch_size, done)
+    return computation(estimator)(nets, x0, step, batch_size, plan, done, together)
+
+
+def _stacked(nets: list[nn.Module]):
     params, buffers = stack_module_state(nets)  # name -> (n, ...)
     params = {k: v.detach() for k, v in params.items()}  # no graph through the parameters
-    base = copy.deepcopy(nets[0]).to("meta")
-    if estimator == "dipole" and together:
-        out = _dipole_together(base, params, buffers, x0, step, batch_size, plan)
+    return copy.deepcopy(nets[0]).to("meta"), params, buffers
+
+
+def by_dipole(nets, x0, step, batch_size, plan, done, together) -> torch.Tensor:
+    """The dipole (ESTIMATORS["dipole"]): each probe carried as a window with a `plan`
+    (nadpipe.dipole), else through the whole network; the networks together in one call per
+    chunk of probes, or each network's 2d probes through its own forward, batch_size at a time
+    (as many forwards per call as vmap over networks would make, without its per-call cost)."""
+    if plan is not None and not together:
+        return _windowed_dipole(plan, nets, x0, step, batch_size, done)
+    if together:
+        out = _dipole_together(*_stacked(nets), x0, step, batch_size, plan)
         done(len(nets))
         return out
+    out = torch.stack([dipole_sensitivity(net, x0, step, batch_size) for net in nets])
+    done(len(nets))
+    return out.to(x0.device)
+
+
+def by_gradient(nets, x0, step, batch_size, plan, done, together) -> torch.Tensor:
+    """The input gradient at x0 (ESTIMATORS["gradient"]) of all networks at once (torch.func:
+    vmap over the stacked modules); eval mode: points are independent, so the gradient of the
+    sum is per point."""
+    base, params, buffers = _stacked(nets)
 
     def logit(p: dict, b: dict, x: torch.Tensor) -> torch.Tensor:
         return functional_call(base, (p, b), (x,))[:, 0]
 
-    n = len(nets)
-    if estimator == "gradient":
-        # eval mode: points are independent, so the gradient of the sum is per point
-        per_net = vmap(grad(lambda p, b, x: logit(p, b, x).sum(), argnums=2), in_dims=(0, 0, None))
-        with warnings.catch_warnings():  # attention under vmap: exact, by a slower fallback
-            warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
-            g = per_net(params, buffers, x0)
-        done(n)
-        return g.reshape(n, len(x0), d).double()
-    # the dipole: each network's 2d probes through its own forward, batch_size at a time (as
-    # many forwards per call as vmap over networks would make, without its per-call cost)
-    out = torch.stack([dipole_sensitivity(net, x0, step, batch_size) for net in nets])
-    done(n)
-    return out.to(x0.device)
+    per_net = vmap(grad(lambda p, b, x: logit(p, b, x).sum(), argnums=2), in_dims=(0, 0, None))
+    with warnings.catch_warnings():  # attention under vmap: exact, by a slower fallback
+        warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
+        g = per_net(params, buffers, x0)
+    done(len(nets))
+    return g.reshape(len(nets), len(x0), x0[0].numel()).double()
 
 
 class _Planned(nn.Module):
