@@ -383,7 +383,7 @@ def _train(
             **run_facts(),
             "provenance": provenance(),
         }
-        out.append(({k: v.detach().cpu() for k, v in net.state_dict().items()}, record))
+        out.append((net.state_dict(), record))  # to the CPU when written (io.save_torch)
         say(f"{m.name}: {_outcome_line(record)}, {seconds:.1f} s/model")
     for leftover in glob.glob(glob.escape(checkpoint) + "*"):  # the results are complete
         os.remove(leftover)
