@@ -20,6 +20,7 @@ TOY = textwrap.dedent(
     """A study of its own: D(NAD k) with isotropic noise, x = eps * y * v + noise."""
 
     from dataclasses import dataclass
+    from typing import ClassVar
 
     import matplotlib
 
@@ -29,7 +30,7 @@ TOY = textwrap.dedent(
 
     from nadpipe.io import generator
     from nadpipe.settings import StudySettings, TrainSettings
-    from nadpipe.studies import Figure, NadIndex, Study, register
+    from nadpipe.studies import Figure, Study, Variant, register
 
 
     @dataclass(frozen=True)
@@ -41,10 +42,22 @@ TOY = textwrap.dedent(
         train: TrainSettings = TrainSettings(epochs=10)
 
 
+    @dataclass(frozen=True)
+    class ToyIndex(Variant):
+        """Its own path format and column: D(NAD k) as "toy-k"."""
+
+        k: int
+        FORMAT: ClassVar[str] = "toy-{k}"
+        COLUMNS: ClassVar[dict[str, str]] = {"toy_k": "the NAD index of the toy's direction"}
+
+        def nad_indices(self):
+            return (self.k,)
+
+
     def accuracy(df, arch, output):
         test = df[(df["split"] == "test") & (df["arch"] == arch)]
         fig, ax = plt.subplots(figsize=(4, 3))
-        ax.plot(test["nad_k"], test["accuracy"], "o-")
+        ax.plot(test["toy_k"], test["accuracy"], "o-")
         ax.set(xlabel="NAD index k", ylabel="test accuracy", title=f"toy: {arch}")
         fig.savefig(output, dpi=80)
         plt.close(fig)
@@ -54,7 +67,7 @@ TOY = textwrap.dedent(
         name = "toy"
         about = "a study that lives in one test: D(NAD k) with isotropic noise"
         settings = ToySettings
-        variant = NadIndex
+        variant = ToyIndex
         data_keys = ("eps", "n_train", "n_test")
         schema = {
             "indices": {"$ref": "#/$defs/index_list"},
@@ -65,7 +78,7 @@ TOY = textwrap.dedent(
         figures = {"accuracy": Figure("toystudy:accuracy", "{arch}: test accuracy against k")}
 
         def build(self, spec, vectors):
-            v = vectors[NadIndex.parse(spec.variant).k].reshape(spec.shape)
+            v = vectors[ToyIndex.parse(spec.variant).k].reshape(spec.shape)
             gen = generator("toy", spec.variant, spec.seed)
 
             def split(n):
@@ -102,12 +115,13 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     # its findings, said at the end of the run
     assert re.search(r"- toy: toy found mean test accuracy \d\.\d\d", out)
     df = pd.read_parquet(tmp_path / "results/toy/summary.parquet")
-    assert set(df["nad_k"]) == {0, 3} and set(df["condition"]) == {"all"}
+    assert set(df["toy_k"]) == {0, 3} and set(df["condition"]) == {"all"}
+    assert set(df["variant"]) == {"toy-0", "toy-3"}  # its own path format
     assert (df["eps"] == 4.0).all() and (df["n_train"] == 512).all() and (df["epochs"] == 10).all()
     # margin 4 against unit noise: learned, well above chance on the test split
     assert df.loc[df["split"] == "test", "accuracy"].min() > 0.9
     # its rows are the declared row (nadpipe.row), with its variant's and data's columns
-    assert [c for c in df if not row.declared(c, ("nad_k",), ("eps", "n_train"))] == []
+    assert [c for c in df if not row.declared(c, ("toy_k",), ("eps", "n_train"))] == []
     img = mpimg.imread(tmp_path / "results/toy/plots/accuracy_mlp.png")
     assert img.shape[1] >= 300 and img.std() > 0.05
     # the report, by the command the run printed, typed exactly as printed: the config names
@@ -182,3 +196,35 @@ def test_no_module_outside_the_registry_names_a_study():
             if re.search(rf"[\"']({names})[\"']", text):
                 found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert found == []
+
+
+def test_a_variant_without_what_its_study_needs_is_refused_in_words():
+    # b879b52: a study whose settings have NAD indices and whose variant lacks nad_indices
+    # stopped with a raw AttributeError in the config check
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pytest
+
+    from nadpipe.studies import REGISTRY, NadPairs, Variant, register
+
+    @dataclass(frozen=True)
+    class Silent(Variant):
+        k: int
+        FORMAT: ClassVar[str] = "s{k}"
+        COLUMNS: ClassVar[dict[str, str]] = {"s_k": "an index"}
+
+    class Quiet(NadPairs):
+        name = "quiet"
+        variant = Silent
+
+    with pytest.raises(ValueError, match=r"variant Silent must say which NADs a cell uses"):
+        register(Quiet())
+
+    class Bare(NadPairs):
+        name = "bare"
+        variant = type("Bare", (), {"PATTERN": "b", "COLUMNS": {}})
+
+    with pytest.raises(ValueError, match=r"lacks parse, columns, path, nad_indices; derive it"):
+        register(Bare())
+    assert "quiet" not in REGISTRY and "bare" not in REGISTRY

@@ -143,11 +143,11 @@ class Plan:
         return [s for s in self.cfg.enabled() if self.cfg.studies[s].group_seeds]
 
     def section_cells(self, study: str, arch: str) -> list[Cell]:
-        """The cells of `arch` in `study`'s cross-section figure: the first seed, and the
-        pairs of analysis.cross_section.pairs (every pair when null)."""
+        """The cells of `arch` in `study`'s figures drawn from the models' arrays: the first
+        seed, and the variants the study keeps for them (Study.array_variants; every one when
+        None)."""
         seeds = self.cfg.studies[study].seeds
-        pairs = self.cfg.analysis.cross_section.pairs
-        keep = None if pairs is None else {f"i{i}_j{j}" for i, j in pairs}
+        keep = REGISTRY[study].array_variants(self.cfg.analysis)
         return [
             c
             for c in self.cells(study)

@@ -595,24 +595,29 @@ FIGURES = {
         cifar_nad_figure,
         poison_figure,
         flip_figure,
+        cross_section_grid,
     )
 }
 
 
-def draw(function: str, inputs: list[str], study: str, arch: str, output: str) -> None:
+def draw(
+    function: str, inputs: list[str], study: str, arch: str, output: str, source: str = "summary"
+) -> None:
     """Draw the figure `function` (named by the study's registry entry: a function of this
-    module, or `module:function` for a study of its own) for `arch`."""
-    if function == "cross_section_grid":
-        sections = [dict(read_artifact(p, lambda q: dict(np.load(q)))) for p in inputs]
-        cross_section_grid(sections, arch, output)
-        return
-    if function not in FIGURES:
+    module, or `module:function` for a study of its own) for `arch`, from what its `source`
+    names (studies.Figure): the summary's rows, or the models' arrays (one dict per model)."""
+    if function in FIGURES:
+        draw_it = FIGURES[function]
+    else:
         import importlib
 
         module, _, name = function.partition(":")
-        getattr(importlib.import_module(module), name)(load_parquet(inputs[0]), arch, output)
-        return
-    FIGURES[function](load_parquet(inputs[0]), arch, output)
+        draw_it = getattr(importlib.import_module(module), name)
+    if source == "arrays":
+        data = [dict(read_artifact(p, lambda q: dict(np.load(q)))) for p in inputs]
+    else:
+        data = load_parquet(inputs[0])
+    draw_it(data, arch, output)
 
 
 # -- NADs -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .io import RUN_STUDIES_ENV, STUDIES_ENV, derive_seed, generator
@@ -40,131 +40,128 @@ if TYPE_CHECKING:  # the data are built in the jobs; the DAG is planned without 
 # -- variants: one cell of a study's grid, with a path-safe name -------------------------------
 
 
+class Variant:
+    """The base of a cell's variant (a frozen dataclass): its fields, its path (a file-name-safe
+    name, `FORMAT` filled with the fields), the summary columns it writes (`COLUMNS`: column ->
+    meaning, one per field in the fields' order), and the NAD indices it uses. `parse`, the
+    path's regular expression (`PATTERN`, for Snakemake's wildcards) and `columns` are derived
+    from those declarations; a variant sets `PATTERN` itself only where a field is a word from a
+    fixed set. A variant of a study with NAD `indices` says which NADs it uses (`nad_indices`);
+    `register` refuses one that does not."""
+
+    FORMAT: ClassVar[str]  # e.g. "i{i}_j{j}"
+    COLUMNS: ClassVar[dict[str, str]]
+    PATTERN: ClassVar[str] = ""  # derived from FORMAT when empty (see __init_subclass__)
+    _REGEX: ClassVar[re.Pattern]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "FORMAT" not in cls.__dict__:
+            return
+        fields = re.findall(r"\{(\w+)\}", cls.FORMAT)
+        own = cls.__dict__.get("PATTERN") or None
+        parts = re.split(r"\{\w+\}", cls.FORMAT)
+
+        def group(name: str, loose: bool) -> str:
+            kind = cls.__annotations__.get(name, "int")
+            word = own if own and len(fields) == 1 else r"[A-Za-z][A-Za-z0-9]*"
+            body = r"-?\d+" if kind in ("int", int) else word
+            return body if loose else f"(?P<{name}>{body})"
+
+        def join(loose: bool) -> str:
+            out = re.escape(parts[0])
+            for name, after in zip(fields, parts[1:], strict=True):
+                out += group(name, loose) + re.escape(after)
+            return out
+
+        cls.PATTERN = own or join(loose=True)
+        cls._REGEX = re.compile(join(loose=False))
+
+    @property
+    def path(self) -> str:
+        return self.FORMAT.format(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+    def columns(self) -> dict:
+        """The summary columns of this variant, in COLUMNS' order."""
+        return {c: getattr(self, f.name) for c, f in zip(self.COLUMNS, fields(self), strict=True)}
+
+    def nad_indices(self) -> tuple[int, ...]:
+        """The NAD indices this variant's data use (none by default)."""
+        return ()
+
+    @classmethod
+    def parse(cls, path: str):
+        found = cls._REGEX.fullmatch(path)
+        if found is None:
+            raise ValueError(f"{path!r} is not a {cls.__name__} path ({cls.FORMAT})")
+        types = {f.name: f.type for f in fields(cls)}
+        return cls(**{k: int(v) if types[k] in ("int", int) else v
+                      for k, v in found.groupdict().items()})  # fmt: skip
+
+
 @dataclass(frozen=True)
-class IndexPair:
+class IndexPair(Variant):
     """Channel block 1 ~ D(NAD i), block 2 ~ D(NAD j)."""
 
     i: int
     j: int
-    PATTERN: ClassVar[str] = r"i\d+_j\d+"
+    FORMAT: ClassVar[str] = "i{i}_j{j}"
     COLUMNS: ClassVar[dict[str, str]] = {
         "nad_i": "the NAD index of channel 1 (0: learned most easily)",
         "nad_j": "the NAD index of channel 2",
     }
 
-    @property
-    def path(self) -> str:
-        return f"i{self.i}_j{self.j}"
-
-    def columns(self) -> dict:
-        return {"nad_i": self.i, "nad_j": self.j}
-
     def nad_indices(self) -> tuple[int, ...]:
         return (self.i, self.j)
 
-    @classmethod
-    def parse(cls, path: str) -> IndexPair:
-        i, j = re.fullmatch(r"i(\d+)_j(\d+)", path).groups()
-        return cls(int(i), int(j))
-
 
 @dataclass(frozen=True)
-class NadIndex:
+class NadIndex(Variant):
     """D(NAD k)."""
 
     k: int
-    PATTERN: ClassVar[str] = r"k\d+"
+    FORMAT: ClassVar[str] = "k{k}"
     COLUMNS: ClassVar[dict[str, str]] = {"nad_k": "the NAD index of the direction v"}
-
-    @property
-    def path(self) -> str:
-        return f"k{self.k}"
-
-    def columns(self) -> dict:
-        return {"nad_k": self.k}
 
     def nad_indices(self) -> tuple[int, ...]:
         return (self.k,)
 
-    @classmethod
-    def parse(cls, path: str) -> NadIndex:
-        return cls(int(path[1:]))
-
 
 @dataclass(frozen=True)
-class Poisoned:
+class Poisoned(Variant):
     """Class codes carried along NADs i and i + 1."""
 
     i: int
-    PATTERN: ClassVar[str] = r"p\d+"
+    FORMAT: ClassVar[str] = "p{i}"
     COLUMNS: ClassVar[dict[str, str]] = {"nad_i": "the poisoned NAD index i (carriers i, i + 1)"}
-
-    @property
-    def path(self) -> str:
-        return f"p{self.i}"
-
-    def columns(self) -> dict:
-        return {"nad_i": self.i}
 
     def nad_indices(self) -> tuple[int, ...]:
         return (self.i, self.i + 1)
 
-    @classmethod
-    def parse(cls, path: str) -> Poisoned:
-        return cls(int(path[1:]))
-
 
 @dataclass(frozen=True)
-class Frequency:
+class Frequency(Variant):
     """The real 2-D DFT direction of frequency (a, b)."""
 
     a: int
     b: int
-    PATTERN: ClassVar[str] = r"f-?\d+_-?\d+"
+    FORMAT: ClassVar[str] = "f{a}_{b}"
     COLUMNS: ClassVar[dict[str, str]] = {
         "freq_a": "the DFT frequency a (rows of the map)",
         "freq_b": "the DFT frequency b (columns)",
     }
 
-    @property
-    def path(self) -> str:
-        return f"f{self.a}_{self.b}"
-
-    def columns(self) -> dict:
-        return {"freq_a": self.a, "freq_b": self.b}
-
-    def nad_indices(self) -> tuple[int, ...]:
-        return ()
-
-    @classmethod
-    def parse(cls, path: str) -> Frequency:
-        a, b = re.fullmatch(r"f(-?\d+)_(-?\d+)", path).groups()
-        return cls(int(a), int(b))
-
 
 @dataclass(frozen=True)
-class Representation:
+class Representation(Variant):
     """CIFAR-10 as it is ("original") or in the reversed NAD basis ("flipped")."""
 
     name: str
-    PATTERN: ClassVar[str] = r"original|flipped"
+    FORMAT: ClassVar[str] = "{name}"
+    PATTERN: ClassVar[str] = "original|flipped"
     COLUMNS: ClassVar[dict[str, str]] = {
         "representation": "`original` CIFAR-10, or `flipped` (in the reversed NAD basis)"
     }
-
-    @property
-    def path(self) -> str:
-        return self.name
-
-    def columns(self) -> dict:
-        return {"representation": self.name}
-
-    def nad_indices(self) -> tuple[int, ...]:
-        return ()
-
-    @classmethod
-    def parse(cls, path: str) -> Representation:
-        return cls(path)
 
 
 # -- the data of one model: a small spec, rebuilt exactly by every job that needs it ------------
@@ -275,6 +272,11 @@ class Study:
         """The study's grid in words, from its plain settings (the report's first page)."""
         return f"NAD indices {', '.join(map(str, s['indices']))}"
 
+    def array_variants(self, analysis) -> set[str] | None:
+        """The variant paths of the cells the study's figures drawn from the models' arrays
+        (Figure.source "arrays") show, from the analysis settings; None: every cell."""
+        return None
+
     def check_analysis(self, s: StudySettings, analysis) -> str | None:
         """Why the analysis settings cannot hold for this study's grid, naming the key; or
         None."""
@@ -347,6 +349,11 @@ class NadPairs(Study):
                     f"of {self.name}.indices {sorted(indices)}"
                 )
         return None
+
+    def array_variants(self, analysis) -> set[str] | None:
+        """The cross sections' pairs: analysis.cross_section.pairs (every pair when null)."""
+        pairs = analysis.cross_section.pairs
+        return None if pairs is None else {IndexPair(i, j).path for i, j in pairs}
 
     settings = NadPairsSettings
     variant = IndexPair
@@ -703,8 +710,35 @@ def register(entry: Study) -> Study:
         and type(REGISTRY[entry.name]).__qualname__ != type(entry).__qualname__
     ):
         raise ValueError(f"a study named {entry.name!r} is registered already")
+    refused = variant_problem(entry)
+    if refused:
+        raise ValueError(refused)
     REGISTRY[entry.name] = entry
     return entry
+
+
+VARIANT_MEMBERS = ("PATTERN", "COLUMNS", "parse", "columns", "path", "nad_indices")
+
+
+def variant_problem(entry: Study) -> str | None:
+    """What a study's variant lacks, in words (nadpipe.studies.Variant gives every member but
+    the fields, FORMAT, COLUMNS and, for a study with NAD indices, nad_indices); None when
+    nothing."""
+    variant = getattr(entry, "variant", None)
+    if variant is None:
+        return f"study {entry.name!r} has no variant (a nadpipe.studies.Variant dataclass)"
+    missing = [m for m in VARIANT_MEMBERS if not hasattr(variant, m)]
+    if missing:
+        return (f"study {entry.name!r}: its variant {variant.__name__} lacks {', '.join(missing)}; "
+                f"derive it from nadpipe.studies.Variant, which gives them")  # fmt: skip
+    indices = "indices" in {f.name for f in fields(entry.settings)}
+    if entry.needs_nads and indices and variant.nad_indices is Variant.nad_indices:
+        return (
+            f"study {entry.name!r}: its settings have NAD indices, so its variant "
+            f"{variant.__name__} must say which NADs a cell uses (nad_indices), or the config "
+            f"check cannot test them against the NADs' rank"
+        )
+    return None
 
 
 class StudyModuleError(ImportError):
@@ -748,10 +782,13 @@ def study_code(study: str) -> str:
 
 
 PROTOCOL_PATTERN = r"@[A-Za-z0-9_]{1,32}"  # a variant's protocol suffix (StudySettings.protocols)
-VARIANT_PATTERN = (
-    "(?:" + "|".join(sorted({s.variant.PATTERN for s in REGISTRY.values()})) + ")"
-    f"(?:{PROTOCOL_PATTERN})?"
-)
+
+
+def variant_pattern() -> str:
+    """The paths of every registered study's variants, under a protocol or not (Snakemake's
+    wildcard constraint): of the registry as it is now, studies of one's own included."""
+    patterns = sorted({s.variant.PATTERN for s in REGISTRY.values()})
+    return "(?:" + "|".join(patterns) + f")(?:{PROTOCOL_PATTERN})?"
 
 
 def with_protocol(variant: str, protocol: str) -> str:

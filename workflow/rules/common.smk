@@ -11,7 +11,7 @@ from nadpipe import io as nio
 from nadpipe import paths as npath
 from nadpipe.runner import Run
 from nadpipe.settings import plain
-from nadpipe.studies import REGISTRY, VARIANT_PATTERN
+from nadpipe.studies import REGISTRY, variant_pattern
 
 CFG, WARNINGS = nc.load_config(
     config,
@@ -52,7 +52,7 @@ os.environ[nio.RUN_STUDIES_ENV] = ",".join(CFG.study_modules)
 wildcard_constraints:
     arch=nc.NAME_PATTERN,
     study="|".join(REGISTRY),
-    variant=VARIANT_PATTERN,
+    variant=variant_pattern(),  # the config's studies of one's own loaded by now
     seed=r"-?\d+",
 
 

@@ -18,5 +18,6 @@ rule plot:
     params:
         caption=lambda w: PLAN.figures(w.study)[w.figure].caption.format(arch=w.arch),
         function=lambda w: PLAN.figures(w.study)[w.figure].function,
+        source=lambda w: PLAN.figures(w.study)[w.figure].source,
     script:
         "../scripts/plot.py"

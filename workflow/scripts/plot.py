@@ -11,5 +11,6 @@ worker.run(
     w.study,
     w.arch,
     sm.output[0],
+    sm.params.source,
     log=sm.log[0],
 )
