@@ -77,7 +77,8 @@ def suggested(workdir: Path, *args: str) -> str:
 
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
     """Job counts of a dry run, with `change` merged over the config as --configfile would
-    (as an edit of that config: into its results folder)."""
+    (as an edit of that config: into its results folder); `trains_alone` (a cell's empty
+    ahead file, nadpipe.batching) counted with its `train` job."""
     args = ["-n", "--cores", "1"]
     if change is not None:
         path = workdir / "change.yaml"
@@ -87,7 +88,12 @@ def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
     if "Nothing to be done" in out:
         return {}
     table = out.split("Job stats:")[1].split("total")[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "all"}
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    counts.pop("all", None)
+    # the empty ahead file of each cell trained alone (nadpipe.batching): one per such training
+    alone = counts.pop("trains_alone", 0)
+    assert alone <= counts.get("train", 0), counts
+    return counts
 
 
 def run_every_job(plan: Plan, out, backend: Backend, born: str | None = None) -> dict:

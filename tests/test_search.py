@@ -134,8 +134,10 @@ def _jobs(output: str) -> dict[str, int]:
 
 
 def _trained(log: Path) -> int:
-    """The train jobs of a round, from its log."""
-    return sum(n for rule, n in _jobs(log.read_text()).items() if "train" in rule)
+    """The trainings of a round, from its log: the cells' train jobs (not their ahead files,
+    trains_alone, nor batches, train_together_N, whose cells have train jobs of their own)."""
+    jobs = _jobs(log.read_text()).items()
+    return sum(n for rule, n in jobs if rule == "train" or re.fullmatch(r"train_\w+_seeds", rule))
 
 
 def test_the_search_table_is_the_summarys_fit_best_first(searched):
@@ -202,10 +204,11 @@ def test_the_printed_advice_redraws_every_protocol_without_training(searched):
 def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
     workdir = _workdir(tmp_path)
     res = nadpipe(workdir, *SEARCH, "--dry-run")
-    # NADs read from the basis file, 3 protocols x 2 indices trained and evaluated, the summary
+    # NADs read from the basis file, 3 protocols x 2 indices trained (each with its empty
+    # ahead file: trained alone, nadpipe.batching) and evaluated, the summary
     assert res.stdout.startswith(
-        "round 1 would run 14 jobs (nads 1, train 6, evaluate 6, aggregate 1) for 3 protocol(s): "
-        "sigma 0.25; sigma 1; sigma 4\n"
+        "round 1 would run 20 jobs (nads 1, trains_alone 6, train 6, evaluate 6, aggregate 1) "
+        "for 3 protocol(s): sigma 0.25; sigma 1; sigma 4\n"
     )
     assert (
         "each later round: at most 2 protocol(s)" in res.stdout

@@ -100,9 +100,13 @@ def with_nads_of(config: dict, results: Path) -> dict:
 
 
 def _snakemake(
-    root: Path, work: Path, device: str, *extra: str, nads_of: Path | None = None,
+    root: Path,
+    work: Path,
+    device: str,
+    *extra: str,
+    nads_of: Path | None = None,
     change: dict | None = None,
-) -> tuple[float, Path]:  # fmt: skip
+) -> tuple[float, Path]:
     """The micro study in `work` with gpus.device `device` (reading the NADs of the results
     folder `nads_of`; `change` merged over its top-level blocks): (seconds, its results
     folder)."""
@@ -217,8 +221,15 @@ def _resume(work: Path, batched: bool) -> str:
         here.mkdir(parents=True, exist_ok=True)
         if batched:  # two cells by a batch's job, into their ahead files
             checkpoint, result = here / "batch.ckpt", here / "m.ahead"
-            call = ("train_together_job", ([job(first), job(second)], None,
-                    [str(result), str(here / "s.ahead")], str(checkpoint)))  # fmt: skip
+            call = (
+                "train_together_job",
+                (
+                    [job(first), job(second)],
+                    None,
+                    [str(result), str(here / "s.ahead")],
+                    str(checkpoint),
+                ),
+            )
         else:
             checkpoint, result = here / "m.pt.ckpt", here / "m.pt"
             call = ("train_job", (job(first), None, [str(result)], [str(here / "m.json")]))
@@ -243,18 +254,23 @@ def _resume(work: Path, batched: bool) -> str:
             proc.send_signal(signal.SIGKILL)
             out = proc.communicate()[0]
             if proc.returncode != -signal.SIGKILL:
-                raise RuntimeError(f"the training to kill ended before its third epoch:\n"
-                                   f"{out[-3000:]}")  # fmt: skip
+                raise RuntimeError(
+                    f"the training to kill ended before its third epoch:\n{out[-3000:]}"
+                )
         proc = start()
         out = proc.communicate()[0]
         if proc.returncode != 0:
-            raise RuntimeError(f"the {run} training failed (exit {proc.returncode}):\n"
-                               f"{out[-3000:]}")  # fmt: skip
+            raise RuntimeError(
+                f"the {run} training failed (exit {proc.returncode}):\n{out[-3000:]}"
+            )
         if run == "killed" and "resuming from" not in out:
             raise RuntimeError(f"the killed training did not resume:\n{out[-3000:]}")
         found = load_torch(result)
-        results[run] = (found["state"], found["record"]) if batched else (
-            found, json.loads((here / "m.json").read_text()))  # fmt: skip
+        results[run] = (
+            (found["state"], found["record"])
+            if batched
+            else (found, json.loads((here / "m.json").read_text()))
+        )
     (wa, _), (wb, rb) = results["whole"], results["killed"]
     same = all(torch.equal(wa[k], wb[k]) for k in wa)
     if not same:
@@ -299,8 +315,9 @@ def run(scratch: Path, say=print) -> int:
                 result = "finished"
             elif step.startswith("micro-gpu"):
                 n = step[-1]
-                _, summary = _snakemake(root, scratch / step, "cuda", "--resources", f"gpu={n}",
-                                        nads_of=cpu_summary)  # fmt: skip
+                _, summary = _snakemake(
+                    root, scratch / step, "cuda", "--resources", f"gpu={n}", nads_of=cpu_summary
+                )
                 diff, devices = compare_summaries(cpu_summary, summary)
                 if diff > TOLERANCE or "cpu" in devices:
                     raise RuntimeError(f"accuracies differ by {diff:g} test images on {devices}")
@@ -308,8 +325,10 @@ def run(scratch: Path, say=print) -> int:
                 if n == "1":
                     overlap = nads_of_the_cpus_networks(cpu_summary, scratch / "nads-of-cpu")
                     if overlap <= 0.99:
-                        raise RuntimeError(f"CUDA's NADs of the CPU's networks: top-5 overlap "
-                                           f"{overlap:.4f} with the CPU's")  # fmt: skip
+                        raise RuntimeError(
+                            f"CUDA's NADs of the CPU's networks: top-5 overlap "
+                            f"{overlap:.4f} with the CPU's"
+                        )
                     result += f"; CUDA's NADs of the CPU's networks: top-5 overlap {overlap:.4f}"
             elif step.startswith("resume"):
                 result = _resume(scratch / step, batched=step.endswith("batch"))

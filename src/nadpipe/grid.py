@@ -224,8 +224,9 @@ class Plan:
         """`train_cells` with each cell's ahead file and the files its training reads."""
         out = []
         for job, model, record in self.train_cells():
-            ahead = self.at(AHEAD, study=job.study, arch=job.arch, variant=job.variant,
-                            seed=job.seeds[0])  # fmt: skip
+            ahead = self.at(
+                AHEAD, study=job.study, arch=job.arch, variant=job.variant, seed=job.seeds[0]
+            )
             nads, cifar = self.nad_files(job.study, job.arch), self.cifar_files(job.study)
             out.append(batching.Cell(job, model, record, ahead, tuple(nads), tuple(cifar)))
         return out

@@ -216,8 +216,10 @@ def train_job(
         if why is None:
             record = load_json(record_outs[0])
             together = record["trained_together"]
-            return (f"train {name}: {_outcome_line(record)} (trained on {record['device']} with "
-                    f"{together - 1} other cell(s) by its batch's job; claimed)")  # fmt: skip
+            return (
+                f"train {name}: {_outcome_line(record)} (trained on {record['device']} with "
+                f"{together - 1} other cell(s) by its batch's job; claimed)"
+            )
         warn(f"{ahead}: {why}; training this cell alone (it was given no GPU slot)")
     else:
         why = None
@@ -276,8 +278,9 @@ def train_together_job(
     hold = slots.gpu_slot if slot else contextlib.nullcontext
     with hold():
         device = setup(backend)
-        results = _train_halving([Member(j) for j in jobs], nads_path, device, backend,
-                                 checkpoint, inputs)  # fmt: skip
+        results = _train_halving(
+            [Member(j) for j in jobs], nads_path, device, backend, checkpoint, inputs
+        )
     for (state, record), ahead in zip(results, aheads, strict=True):
         save_torch({"state": state, "record": record, "inputs_sha256": digest}, ahead)
     diverged = sum(r["diverged"] for _, r in results)
@@ -296,8 +299,10 @@ def _train_halving(members, nads_path, device, backend, checkpoint, inputs):
         if device.type == "cuda":
             torch.cuda.empty_cache()
         half = len(members) // 2
-        say(f"out of device memory training {len(members)} cells together: "
-            f"training {half} and {len(members) - half} apart")  # fmt: skip
+        say(
+            f"out of device memory training {len(members)} cells together: "
+            f"training {half} and {len(members) - half} apart"
+        )
         return [
             *_train_halving(members[:half], nads_path, device, backend, f"{checkpoint}.a", inputs),
             *_train_halving(members[half:], nads_path, device, backend, f"{checkpoint}.b", inputs),

@@ -95,8 +95,9 @@ class Variant:
         if found is None:
             raise ValueError(f"{path!r} is not a {cls.__name__} path ({cls.FORMAT})")
         types = {f.name: f.type for f in fields(cls)}
-        return cls(**{k: int(v) if types[k] in ("int", int) else v
-                      for k, v in found.groupdict().items()})  # fmt: skip
+        return cls(
+            **{k: int(v) if types[k] in ("int", int) else v for k, v in found.groupdict().items()}
+        )
 
 
 @dataclass(frozen=True)
@@ -729,8 +730,10 @@ def variant_problem(entry: Study) -> str | None:
         return f"study {entry.name!r} has no variant (a nadpipe.studies.Variant dataclass)"
     missing = [m for m in VARIANT_MEMBERS if not hasattr(variant, m)]
     if missing:
-        return (f"study {entry.name!r}: its variant {variant.__name__} lacks {', '.join(missing)}; "
-                f"derive it from nadpipe.studies.Variant, which gives them")  # fmt: skip
+        return (
+            f"study {entry.name!r}: its variant {variant.__name__} lacks {', '.join(missing)}; "
+            f"derive it from nadpipe.studies.Variant, which gives them"
+        )
     indices = "indices" in {f.name for f in fields(entry.settings)}
     if entry.needs_nads and indices and variant.nad_indices is Variant.nad_indices:
         return (
