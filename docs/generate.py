@@ -1,6 +1,8 @@
 """Writes the documentation's generated pages: every config key (keys.md), every bad input
 with what it says (bad-inputs.md), from the schema, nadpipe.settings and by running each input,
-and every column of the result tables (summary.md, from nadpipe.row).
+and every column of the result tables (summary.md, from nadpipe.row); and the generated blocks
+of hand-written pages (the registry models' table in nad-paper.md, from
+nadpipe.models.DIFFERENCES).
 
     python3 docs/generate.py          # rewrite the pages
     python3 docs/generate.py --check  # exit 1 when a page is not what it would write
@@ -292,6 +294,32 @@ def summary_page() -> str:
 PAGES = {"keys.md": keys_page, "bad-inputs.md": bad_inputs_page, "summary.md": summary_page}
 
 
+def models_table() -> str:
+    """The registry models' differences from the NAD code's (nadpipe.models.DIFFERENCES)."""
+    from nadpipe.models import DIFFERENCES
+
+    rows = [f"| `{name}` | {text} |" for name, text in DIFFERENCES.items()]
+    return "\n".join(["| model | difference from the NAD code |", "| --- | --- |", *rows])
+
+
+# blocks generated inside hand-written pages: (page, name) -> the block's text, between
+# <!-- generated: NAME --> and <!-- end generated -->
+BLOCKS = {("nad-paper.md", "models.DIFFERENCES"): models_table}
+
+
+def with_blocks(name: str, text: str) -> str:
+    """The page `name` with its generated blocks rewritten."""
+    for (page, block), make in BLOCKS.items():
+        if page != name:
+            continue
+        start, end = f"<!-- generated: {block} -->", "<!-- end generated -->"
+        found = re.search(re.escape(start) + r"\n.*?" + re.escape(end), text, re.S)
+        if found is None:
+            raise SystemExit(f"docs/{page}: no block {start} ... {end}")
+        text = text[: found.start()] + f"{start}\n{make()}\n{end}" + text[found.end() :]
+    return text
+
+
 def main(argv: list[str]) -> int:
     stale = []
     for name, page in PAGES.items():
@@ -299,6 +327,14 @@ def main(argv: list[str]) -> int:
         path = DOCS / name
         if "--check" in argv:
             if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    for name in sorted({page for page, _ in BLOCKS}):
+        path = DOCS / name
+        text = with_blocks(name, path.read_text())
+        if "--check" in argv:
+            if path.read_text() != text:
                 stale.append(name)
         else:
             path.write_text(text)

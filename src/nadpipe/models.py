@@ -339,10 +339,12 @@ DIFFERENCES = {
     "mlp": "not in the NAD code (the underspecification paper's MLP)",
     "lenet": "none (ReLU and max-pool as modules instead of functions: the same maps)",
     "lenet_nopool": "not in the NAD code (LeNet without its max-pools, for the pooling test)",
-    "resnet18": "global pool as a mean over H, W (its avg_pool2d(4) on 32x32 inputs)",
+    "resnet18": "global pool as a mean over H, W (its avg_pool2d(4) on 32x32 inputs; a mean is "
+    "deterministic on CUDA)",
     "resnet18_nopool": "not in the NAD code (ResNet-18 without its global pool)",
     "vgg11": "its trailing AvgPool2d(kernel 1, stride 1), an identity, is left out",
-    "densenet121": "global pool as a mean over H, W (its avg_pool2d(4) on 32x32 inputs)",
+    "densenet121": "global pool as a mean over H, W (its avg_pool2d(4) on 32x32 inputs; a mean "
+    "is deterministic on CUDA)",
     "vit_tiny": "not in the NAD code",
     "mlp_mixer_tiny": "not in the NAD code",
 }
