@@ -418,9 +418,9 @@ def evaluate_job(
     measures' arrays (cross-sections) as .npz."""
     job = typed(EvalJob, job) if isinstance(job, dict) else job
     device = setup(backend)
-    run = load_json(record)
+    trained = load_json(record)  # the training's record
     (splits,), vectors = _build_data(job.study, [job.data], nads_path, job.nads)
-    if checksum(splits) != run["data_sha256"]:
+    if checksum(splits) != trained["data_sha256"]:
         raise ArtifactError(
             f"{record}: the data rebuilt for evaluation differ from those the model was trained "
             f"on (CIFAR-10 files, NADs or torch changed?). Retrain it and everything made from it "
@@ -447,7 +447,7 @@ def evaluate_job(
             columns, found = MEASURES[name](net, ctx)
             extra.update(columns)
             arrays_out.update(found)
-    outcome, why = model_outcome(run, rows, job, len(splits["train"][0]))
+    outcome, why = model_outcome(trained, rows, job, len(splits["train"][0]))
     if outcome == "diverged":  # NaN weights: accuracies, margins and counts would read as numbers
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
     if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
@@ -470,27 +470,27 @@ def evaluate_job(
                 "nad_file": None if nads is None else nads.file or None,
             },
             data={k: v for k, v in data.items() if k not in ("n_train", "n_test")},
-            train=run["train"],
+            train=trained["train"],
             nads={} if nads is None else {f"nad_{k}": v for k, v in asdict(nads.settings).items()},
             outcome={
-                "final_train_loss": run["history"][-1]["loss"],
-                "diverged": run["diverged"],
-                "diverged_epoch": run["diverged_epoch"],  # None: did not diverge
+                "final_train_loss": trained["history"][-1]["loss"],
+                "diverged": trained["diverged"],
+                "diverged_epoch": trained["diverged_epoch"],  # None: did not diverge
                 "outcome": outcome,
                 "outcome_reason": why or None,
             },
             facts={
-                "device": run["device"],
-                "deterministic": run.get("deterministic", False),
-                "tf32": run.get("tf32", False),
-                **run.get("applied", {}),  # bf16, channels_last, compile as they ran
+                "device": trained["device"],
+                "deterministic": trained.get("deterministic", False),
+                "tf32": trained.get("tf32", False),
+                **trained.get("applied", {}),  # bf16, channels_last, compile as they ran
             },
             provenance=provenance(),
             measures=extra,
             run={
-                "train_seconds": run["train_seconds"],
+                "train_seconds": trained["train_seconds"],
                 "eval_seconds": time.perf_counter() - start,
-                **{k: run.get(k) or None for k in run_facts()},  # as the training recorded
+                **{k: trained.get(k) or None for k in run_facts()},  # as the training recorded
             },
         )
     )  # fmt: skip
@@ -512,11 +512,11 @@ def evaluate_job(
     return f"evaluate {job.study} {job.arch} {job.variant} seed={job.seed}: test accuracy {accs}"
 
 
-def model_outcome(run: dict, rows: list[dict], job: EvalJob, n: int) -> tuple[str, str]:
+def model_outcome(trained: dict, rows: list[dict], job: EvalJob, n: int) -> tuple[str, str]:
     """("learned" | "did not learn" | "diverged", why): a model whose training accuracy (every
     channel kept) is not above guessing cannot be read for its measures."""
-    if run["diverged"]:
-        return "diverged", f"the training loss became {run['history'][-1]['loss']}"
+    if trained["diverged"]:
+        return "diverged", f"the training loss became {trained['history'][-1]['loss']}"
     full = job.conditions[0][0]  # the first condition keeps every channel
     acc = next(r["accuracy"] for r in rows if r["split"] == "train" and r["condition"] == full)
     if at_chance(acc, n, job.model.classes):
