@@ -441,7 +441,8 @@ def _holding(copy: Path, first: subprocess.Popen) -> None:
     deadline = time.time() + 120
     while time.time() < deadline and first.poll() is None:
         first.send_signal(signal.SIGSTOP)
-        if holder(str(copy / lock))[0] is not None:
+        # held, and its holder written (take_lock writes it just after it locks)
+        if f"snakemake pid {first.pid}," in (holder(str(copy / lock))[0] or ""):
             return
         first.send_signal(signal.SIGCONT)
         time.sleep(0.05)
