@@ -224,9 +224,7 @@ class Plan:
         """`train_cells` with each cell's ahead file and the files its training reads."""
         out = []
         for job, model, record in self.train_cells():
-            ahead = self.at(
-                AHEAD, study=job.study, arch=job.arch, variant=job.variant, seed=job.seeds[0]
-            )
+            ahead = Cell(job.study, job.arch, job.variant, job.seeds[0]).path(AHEAD, self.root)
             nads, cifar = self.nad_files(job.study, job.arch), self.cifar_files(job.study)
             out.append(batching.Cell(job, model, record, ahead, tuple(nads), tuple(cifar)))
         return out
@@ -236,13 +234,18 @@ class Plan:
         the rules Snakemake reruns whatever their outputs (--forcerun; "all" for -F)."""
         if size <= 1:
             return []
-        from .train import stackable  # torch: only when cells can batch
+
+        def stackable(job) -> bool:
+            from .train import stackable  # torch: only for a stale cell (a run with nothing
+            # to train plans without importing it)
+
+            return stackable(job)
 
         forced = forced()
 
         def is_forced(cell: batching.Cell) -> bool:
-            reads = {"train", "nads" if cell.job.nads is not None else "train"}
-            reads |= {"cifar10_download"} if self.cifar_files(cell.job.study) else set()
+            reads = {"train"} | ({"nads"} if cell.nads else set())
+            reads |= {"cifar10_download"} if cell.cifar else set()
             return "all" in forced or bool(reads & forced)
 
         checkpoints = self.at(CHECKPOINTS)

@@ -227,7 +227,7 @@ def train_job(
     with hold():
         device = setup(backend)
         members = [Member(job, k) for k in range(len(job.seeds))]
-        results = _train(members, nads_path, device, backend, f"{model_outs[0]}.ckpt", inputs)
+        results = _train(members, nads_path, device, backend, f"{model_outs[0]}.ckpt")
     for (state, record), model, path in zip(results, model_outs, record_outs, strict=True):
         save_torch(state, model)
         save_json(record, path)
@@ -278,9 +278,7 @@ def train_together_job(
     hold = slots.gpu_slot if slot else contextlib.nullcontext
     with hold():
         device = setup(backend)
-        results = _train_halving(
-            [Member(j) for j in jobs], nads_path, device, backend, checkpoint, inputs
-        )
+        results = _train_halving([Member(j) for j in jobs], nads_path, device, backend, checkpoint)
     for (state, record), ahead in zip(results, aheads, strict=True):
         save_torch({"state": state, "record": record, "inputs_sha256": digest}, ahead)
     diverged = sum(r["diverged"] for _, r in results)
@@ -288,11 +286,11 @@ def train_together_job(
     return f"trained {len(jobs)} cells together on {device}{note}"
 
 
-def _train_halving(members, nads_path, device, backend, checkpoint, inputs):
+def _train_halving(members, nads_path, device, backend, checkpoint):
     """`_train` of `members`, in halves while the device runs out of memory."""
     try:
         # each member's divergence is its own: the batch records it, the member's job raises
-        return _train(members, nads_path, device, backend, checkpoint, inputs, keep_going=True)
+        return _train(members, nads_path, device, backend, checkpoint, keep_going=True)
     except torch.OutOfMemoryError:
         if len(members) == 1:
             raise
@@ -304,8 +302,8 @@ def _train_halving(members, nads_path, device, backend, checkpoint, inputs):
             f"training {half} and {len(members) - half} apart"
         )
         return [
-            *_train_halving(members[:half], nads_path, device, backend, f"{checkpoint}.a", inputs),
-            *_train_halving(members[half:], nads_path, device, backend, f"{checkpoint}.b", inputs),
+            *_train_halving(members[:half], nads_path, device, backend, f"{checkpoint}.a"),
+            *_train_halving(members[half:], nads_path, device, backend, f"{checkpoint}.b"),
         ]
 
 
@@ -324,7 +322,6 @@ def _train(
     device,
     backend: Backend,
     checkpoint: str,
-    inputs: list[str] | None = None,
     keep_going: bool = False,
 ) -> list[tuple[dict, dict]]:
     """Train `members` (cells' seeds that share a model and a protocol) as one ensemble; say each

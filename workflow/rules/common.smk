@@ -72,9 +72,7 @@ os.environ[nb.BATCHES_ENV] = os.path.abspath(npath.at(npath.BATCHES, R))
 
 def train_gpu(w):
     """A cell its batch's job trains only claims its result: no GPU."""
-    ahead = PLAN.at(
-        npath.AHEAD, study=w.study, arch=w.arch, variant=w.variant, seed=w.seed
-    )
+    ahead = ng.Cell(w.study, w.arch, w.variant, int(w.seed)).path(npath.AHEAD, R)
     return 0 if ahead in TRAINED_AHEAD else RUN.gpu_job
 
 
