@@ -212,9 +212,8 @@ def train_job(
     backend = backend or Backend.from_env()
     name = f"{job.study} {job.arch} {job.variant} seeds={list(job.seeds)}"
     if ahead and os.path.getsize(ahead) > 0:
-        why = _claim(job, ahead, inputs or [], model_outs[0], record_outs[0])
-        if why is None:
-            record = load_json(record_outs[0])
+        record, why = _claim(job, ahead, inputs or [], model_outs[0], record_outs[0])
+        if record is not None:
             together = record["trained_together"]
             return (
                 f"train {name}: {_outcome_line(record)} (trained on {record['device']} with "
@@ -236,17 +235,20 @@ def train_job(
     return f"train {name}: {ends} (on {device}{unclaimed})"
 
 
-def _claim(job: TrainJob, ahead: str, inputs: list[str], model: str, record: str) -> str | None:
-    """Move the result trained ahead in `ahead` to the cell's outputs; None when done, else why
-    it cannot be claimed (trained for another spec or library source, or on other inputs)."""
+def _claim(
+    job: TrainJob, ahead: str, inputs: list[str], model: str, record: str
+) -> tuple[dict | None, str | None]:
+    """Move the result trained ahead in `ahead` to the cell's outputs: (its record, None), or
+    (None, why it cannot be claimed: trained for another spec or library source, or on other
+    inputs)."""
     from .batching import cell_key
     from .train import TrainingDiverged
 
     found = load_torch(ahead)
     if found["record"].get("cell_key") != cell_key(job):
-        return "trained for another spec or library source than this cell's"
+        return None, "trained for another spec or library source than this cell's"
     if found["inputs_sha256"] != inputs_sha256(inputs):
-        return "trained on other NADs or CIFAR-10 files than this cell reads now"
+        return None, "trained on other NADs or CIFAR-10 files than this cell reads now"
     if found["record"]["diverged"] and job.train.fail_on_divergence:
         raise TrainingDiverged(
             f"{job.arch} {job.variant} s{job.seeds[0]}: training diverged in epoch "
@@ -255,7 +257,7 @@ def _claim(job: TrainJob, ahead: str, inputs: list[str], model: str, record: str
         )
     save_torch(found["state"], model)
     save_json(found["record"], record)
-    return None
+    return found["record"], None
 
 
 def train_together_job(
