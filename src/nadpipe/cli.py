@@ -140,25 +140,31 @@ def cmd_nads(args) -> int:
     from functools import partial
 
     from .backend import Backend, DeviceError, setup
-    from .config.words import FLAGS, nad_problem
+    from .config.words import FLAGS, nad_problem, shard_problem
     from .convergence import verdict
     from .log import say
     from .models import KwargsError, ModelError, build, check_model
-    from .nads import NadError, compute_nads
+    from .nads import NadError, compute_nads, nads_of
     from .provenance import source_digest
     from .settings import ModelSpec, NadSettings
+    from .shards import ShardError, gather
 
     settings = NadSettings(
         estimator=args.estimator, step=args.step, n_networks=args.n_networks,
         n_points=args.n_points, seed=args.seed, windowed=not args.no_windows, top_k=args.top_k,
+        networks_per_chunk=args.networks_per_chunk,
     )  # fmt: skip
     spec = ModelSpec(args.model, args.kwargs, args.shape, 1, source_digest(args.model))
-    out = Path(args.out)
+    out = Path(args.out) if args.out else None
     try:  # every argument before any work
-        why = nad_problem(settings, args.shape, FLAGS)
+        why = nad_problem(settings, args.shape, FLAGS) or shard_problem(
+            settings, args.networks_per_shard, False, FLAGS
+        )
         if why:
             raise Refused(why)
-        _writable(out)
+        _shard_arguments(args)
+        if out is not None:
+            _writable(out)
         device = setup(Backend(device=args.device), flag="--device")
         check_model(spec)
     except KwargsError as e:
@@ -168,16 +174,72 @@ def cmd_nads(args) -> int:
     except DeviceError as e:
         raise Refused(str(e)) from e
     say(f"NADs of {spec.describe()} with {settings} on {device}")
+    advice = "raise --n-networks (now {n})"
     try:
-        art = compute_nads(partial(build, spec), settings, args.shape, device,
-                           advice="raise --n-networks (now {n})")  # fmt: skip
-    except NadError as e:
+        if args.shards is None:
+            art = compute_nads(partial(build, spec), settings, args.shape, device, advice=advice)
+        else:
+            paths = _nad_shards(args, spec, settings, device)
+            if args.shard is not None:
+                return 0
+            g = gather(paths, spec, settings)
+            art = nads_of(g, settings, args.shape, device, advice=advice)
+    except (NadError, ShardError) as e:
         print(f"nadpipe nads: {e}", file=sys.stderr)
         return 1
     _save_nads(art, spec, settings, out)
     n = len(art["vectors"])
     say(f"wrote {n} NADs of d = {args.shape.d} to {out} ({OUT_SUFFIXES[out.suffix]})")
     return _strict(args, verdict(art, 0.5, "")[0])
+
+
+def _shard_arguments(args) -> None:
+    """Refuse shard flags that do not go together, before any work."""
+    if (args.shards is None) != (args.networks_per_shard is None):
+        raise Refused("--shards DIR and --networks-per-shard N go together: the folder of the "
+                      "shards and how many networks each has")  # fmt: skip
+    if args.shard is not None:
+        if args.shards is None:
+            raise Refused("--shard K needs --shards DIR and --networks-per-shard N")
+        count = -(-args.n_networks // args.networks_per_shard)
+        if args.shard >= count:
+            raise Refused(f"--shard {args.shard}: {args.n_networks} networks in shards of "
+                          f"{args.networks_per_shard} are shards 0 to {count - 1}")  # fmt: skip
+    elif args.out is None:
+        raise Refused("--out FILE is needed (the NADs), unless --shard K computes one shard")
+    if args.shards is not None:
+        folder = Path(args.shards)
+        if folder.exists() and not folder.is_dir():
+            raise Refused(f"--shards {folder} is a file; give a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise Refused(f"--shards {folder}: cannot create it ({e.strerror or e})") from e
+
+
+def _nad_shards(args, spec, settings, device) -> list[str]:
+    """The shards of --shards: --shard K computed (again), or every missing one computed and
+    those there kept; their paths, in order."""
+    from functools import partial
+
+    from .io import save_torch
+    from .log import say
+    from .models import build
+    from .shards import compute, ranges
+
+    todo = ranges(args.n_networks, args.networks_per_shard)
+    paths = [str(Path(args.shards) / f"{a}-{b}.pt") for a, b in todo]
+    for k, ((first, stop), path) in enumerate(zip(todo, paths, strict=True)):
+        if args.shard is not None and k != args.shard:
+            continue
+        if args.shard is None and Path(path).exists():
+            say(f"shard {k} (networks {first} to {stop - 1}): kept, {path}")
+            continue
+        say(f"shard {k} of {len(todo)} (networks {first} to {stop - 1})")
+        save_torch(compute(partial(build, spec), spec, settings, args.shape, first, stop,
+                           device), path)  # fmt: skip
+        say(f"wrote {path}")
+    return paths
 
 
 UNCONVERGED = 3  # the exit status of --strict for NADs that did not converge
@@ -579,7 +641,35 @@ def parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto (default): CUDA when torch sees a GPU, else the CPU",
     )
-    c.add_argument("--out", required=True, help=".npy (rows = NADs) or .pt (the full artifact)")
+    c.add_argument(
+        "--networks-per-chunk",
+        type=int,
+        default=d.networks_per_chunk,
+        help=f"networks built together (bounds memory; default {d.networks_per_chunk})",
+    )
+    c.add_argument(
+        "--networks-per-shard",
+        type=int,
+        help="compute the networks in shards of "
+        "this many (a multiple of --networks-per-chunk), kept in --shards",
+    )
+    c.add_argument(
+        "--shards",
+        metavar="DIR",
+        help="the folder of the shards: those there are "
+        "reused, the missing ones computed, then all put together into --out",
+    )
+    c.add_argument(
+        "--shard",
+        type=_at_least(0),
+        metavar="K",
+        help="compute shard K (from 0) "
+        "into --shards and stop: spread the shards over machines, then run the "
+        "command again without --shard to put them together",
+    )
+    c.add_argument(
+        "--out", help=".npy (rows = NADs) or .pt (the full artifact); needed unless --shard"
+    )
     c.add_argument("--strict", action="store_true", help=strict)
     c = command(
         "plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads

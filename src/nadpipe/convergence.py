@@ -9,6 +9,13 @@ import math
 ISOTROPIC_BELOW = 1.5  # anisotropy under which a spectrum counts as nearly isotropic
 
 
+def networks(art: dict) -> int:
+    """How many networks an artifact's NADs (or their JSON record) come from: its settings'
+    n_networks, unless they were computed until converged (nadpipe.shards), which stops
+    earlier and records how many it took."""
+    return art.get("networks") or art["settings"]["n_networks"]
+
+
 def verdict(art: dict, min_overlap: float, raise_networks: str) -> tuple[str, str]:
     """(kind, text) of an artifact's convergence: "converged" (split-half top-10 overlap at
     least `min_overlap`), "isotropic" (a flat spectrum: no order of its NADs to find, whatever

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import product
 
-from . import batching
+from . import batching, shards
 from .config import Config
 from .io import file_sha256
 from .paths import (
@@ -27,6 +27,7 @@ from .paths import (
     MODEL,
     NAD,
     NAD_FIGURE,
+    NAD_SHARD,
     RUNS,
     SIGNATURE_FIGURE,
     SIGNATURES,
@@ -35,6 +36,7 @@ from .paths import (
 )  # fmt: skip
 from .provenance import source_digest
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
+from .settings import plain as settings_plain
 from .studies import (
     NAD_BANDS,
     REGISTRY,
@@ -70,6 +72,17 @@ class NadJob:
     settings: NadSettings
     file: str | None = None  # architectures.NAME.nads_file
     file_sha256: str | None = None  # its content: replacing the file reruns what rests on it
+
+
+@dataclass(frozen=True)
+class NadShardJob:
+    """The sensitivities of networks first .. stop - 1 of an architecture's NADs
+    (nadpipe.shards): its NadJob's networks but their number, which only says how many shards
+    there are (so raising it reruns no shard)."""
+
+    nads: NadJob  # settings.n_networks: 0
+    first: int
+    stop: int
 
 
 @dataclass(frozen=True)
@@ -162,10 +175,54 @@ class Plan:
         return self._digests[path]
 
     def nad_job(self, arch: str) -> NadJob:
+        """`arch`'s NADs; until converged, their settings' n_networks is 0: the rounds decide
+        it (nad_goal), and the jobs that read the NADs rerun only when the NADs change."""
         a = self.cfg.arch(arch)
         model = ModelSpec(a.model, a.kwargs, a.shape, 1, source_digest(a.model))
         digest = self._digest(a.nads_file) if a.nads_file else None
-        return NadJob(arch, model, self.cfg.nad_config(arch).compute(), a.nads_file, digest)
+        nc = self.cfg.nad_config(arch)
+        settings = nc.compute()
+        if nc.until_converged and nc.networks_per_shard and not a.nads_file:
+            settings = replace(settings, n_networks=0)
+        return NadJob(arch, model, settings, a.nads_file, digest)
+
+    def nad_shard_job(self, arch: str, first: int, stop: int) -> NadShardJob:
+        job = self.nad_job(arch)
+        return NadShardJob(replace(job, settings=replace(job.settings, n_networks=0)), first, stop)
+
+    def nad_shards(self, arch: str, networks: int | None = None) -> list[str]:
+        """The shards (their .pt) of `arch`'s NADs of its first `networks` networks (default:
+        n_networks); none when its NADs are computed in one job or read from a file."""
+        nc, a = self.cfg.nad_config(arch), self.cfg.arch(arch)
+        if nc.networks_per_shard is None or a.nads_file:
+            return []
+        n = nc.n_networks if networks is None else networks
+        return [
+            self.at(NAD_SHARD, arch=arch, first=first, stop=stop) + ".pt"
+            for first, stop in shards.ranges(n, nc.networks_per_shard)
+        ]
+
+    def nad_rounds(self, arch: str) -> list[int]:
+        """The networks after each round of `arch`'s NADs until converged (nadpipe.shards);
+        none unless until_converged. The first round has a rank above every NAD index the
+        studies use."""
+        nc, a = self.cfg.nad_config(arch), self.cfg.arch(arch)
+        if not nc.until_converged or nc.networks_per_shard is None or a.nads_file:
+            return []
+        from .config.checks import nad_indices_used
+
+        used = [i for key in nad_indices_used(self.cfg).get(arch, {}).values() for i in key]
+        floor = max(shards.MIN_NETWORKS, -(-(max(used, default=0) + 2) // nc.n_points))
+        return shards.rounds(nc.networks_per_shard, nc.n_networks, floor)
+
+    def nad_goal(self, arch: str) -> dict:
+        """What `arch`'s rounds until converged ask: their networks (but the number), the
+        shard size, the threshold and the ceiling. (Nothing read from disk: a goal that
+        depended on the rounds would change after the run that computes them.)"""
+        nc = self.cfg.nad_config(arch)
+        return {"shards_of": settings_plain(self.nad_shard_job(arch, 0, 0).nads),
+                "ceiling": nc.n_networks, "networks_per_shard": nc.networks_per_shard,
+                "min_overlap_top10": nc.min_overlap_top10}  # fmt: skip
 
     def model_spec(self, study: str, arch: str) -> ModelSpec:
         a = self.cfg.arch(arch)

@@ -16,11 +16,12 @@ import pandas as pd
 import torch
 
 from . import models, row
+from . import shards as nad_shards
 from .backend import Backend, facts, on_cpu, setup
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
 from .findings import at_chance
-from .grid import EvalJob, NadJob, TrainJob
+from .grid import EvalJob, NadJob, NadShardJob, TrainJob
 from .io import (
     ArtifactError,
     atomic_write,
@@ -36,7 +37,7 @@ from .io import (
     snakemake_command,
 )
 from .log import say, warn
-from .nads import compute_nads, overlaps_line
+from .nads import NadError, compute_nads, nads_of, overlaps_line
 from .provenance import provenance
 from .runner import slots
 from .settings import plain, typed
@@ -74,12 +75,16 @@ def nads_job(
     summary: str,
     backend: Backend | None = None,
     born: str | None = None,
+    shards: list[str] | tuple = (),
+    rounds: list[dict] | None = None,
 ) -> str:
     """Compute (or read from job.file) one architecture's NADs; write the artifact (vectors,
     eigenvalues, diagnostics), the NADs alone as .npy (rows = NADs) and a readable summary.
     `backend`: the device and switches (default: those the Snakefile set, nadpipe.backend);
     `born`: where the networks are drawn (nads.sample_sensitivities; "cpu": a GPU computes the
-    CPU's networks, which the GPU checks compare)."""
+    CPU's networks, which the GPU checks compare). `shards`: the networks' sensitivities
+    computed ahead (nad_shard_job), put together here; `rounds`: the verdicts of the rounds
+    until converged (nad_round_job), recorded with the NADs."""
     from .bases import read_nad_file
 
     job = typed(NadJob, job) if isinstance(job, dict) else job
@@ -103,12 +108,21 @@ def nads_job(
             "device": "file",
         }
         say(f"NADs of {job.arch} read from {job.file}: {len(vectors)} NADs of d = {shape.d}")
+    elif shards:
+        g = nad_shards.gather(shards, job.model, job.settings)
+        n = len(g) // job.settings.n_points
+        say(f"NADs of {job.model.describe()} from {len(shards)} shard(s) of {n} networks")
+        art = nads_of(g, replace(job.settings, n_networks=n), shape, "cpu", advice=None)
+        art["networks"] = n  # until converged the job's n_networks is 0: the rounds decide
     else:
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
         art = compute_nads(
             partial(models.build, job.model), job.settings, shape, device, advice=None, born=born
         )
-    art.update(_nad_record(job), arch=job.arch, provenance=provenance())
+    networks = art.get("networks") or (art["settings"] or {}).get("n_networks")
+    art.update(_nad_record(job), arch=job.arch, provenance=provenance(), networks=networks)
+    if rounds:
+        art["rounds"] = rounds
     save_torch(art, artifact)
     atomic_write(npy, lambda tmp: np.save(open(tmp, "wb"), art["vectors"].numpy()))
     seconds = time.perf_counter() - start
@@ -131,6 +145,8 @@ def nads_job(
                 "halves": sh["halves"],
             },
             "isotropy": art.get("isotropy"),
+            "networks": networks,
+            "rounds": art.get("rounds"),
             "provenance": provenance(),
         },
         summary,
@@ -140,6 +156,48 @@ def nads_job(
         line += f"; split-half overlaps {overlaps_line(sh)}"
         for k, why in sh["undefined"].items():
             warn(f"NADs of {job.arch}: split-half overlap at k = {k} undefined: {why}")
+    say(line)
+    return line
+
+
+def nad_shard_job(
+    job: NadShardJob | dict, pt: str, summary: str, backend: Backend | None = None
+) -> str:
+    """The sensitivities of one shard of an architecture's networks (nadpipe.shards): the
+    shard (.pt) and what made it (.json, with its provenance)."""
+    job = typed(NadShardJob, job) if isinstance(job, dict) else job
+    device, nads = setup(backend), job.nads
+    start = time.perf_counter()
+    say(f"NADs of {nads.model.describe()}: networks {job.first} to {job.stop - 1} on {device}")
+    shard = nad_shards.compute(
+        partial(models.build, nads.model), nads.model, nads.settings, nads.model.shape,
+        job.first, job.stop, device,
+    )  # fmt: skip
+    if not torch.isfinite(shard["sensitivities"]).all():
+        raise NadError(
+            f"the input sensitivities of networks {job.first} to {job.stop - 1} of {nads.arch} "
+            "are not finite: the model's output overflows or is NaN at x0 +- h e_k; NADs from "
+            "them would be meaningless"
+        )
+    save_torch(shard, pt)
+    seconds = time.perf_counter() - start
+    save_json({"arch": nads.arch, "first": job.first, "stop": job.stop, "key": shard["key"],
+               "seconds": seconds, "provenance": shard["provenance"]}, summary)  # fmt: skip
+    line = f"NAD shard of {nads.arch}: networks {job.first} to {job.stop - 1} in {seconds:.1f}s"
+    say(line)
+    return line
+
+
+def nad_round_job(job: NadJob | dict, shards: list[str], min_overlap: float, out: str) -> str:
+    """Whether the networks of `shards` give NADs that converged (nadpipe.shards.converged):
+    the verdict of one round of NADs until converged."""
+    job = typed(NadJob, job) if isinstance(job, dict) else job
+    g = nad_shards.gather(shards, job.model, job.settings)
+    verdict = nad_shards.converged(g, job.settings.n_points, min_overlap)
+    save_json(verdict, out)
+    word = "converged" if verdict["converged"] else "not converged"
+    line = (f"NADs of {job.arch} from {verdict['networks']} networks: split-half top-10 "
+            f"overlap {verdict['overlap_top10']:.3f} (at least {min_overlap}): {word}")  # fmt: skip
     say(line)
     return line
 

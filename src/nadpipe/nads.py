@@ -297,11 +297,13 @@ def sample_sensitivities(
     progress: bool = True,
     together: bool | None = None,
     born: torch.device | str | None = None,
+    first: int = 0,
 ) -> torch.Tensor:
     """(n_networks * n_points, d) float64 input sensitivities of random networks from `build`
-    (single logit, inputs of `shape`), `networks_per_chunk` built at a time. `born`: the device
-    the networks are drawn on (default `device`); "cpu" gives a GPU the CPU's networks, moved
-    over (to compare the two devices' NADs of the same networks; slower)."""
+    (single logit, inputs of `shape`): networks first .. first + n_networks - 1 (a shard of
+    them, nadpipe.shards), `networks_per_chunk` built at a time from `first` on. `born`: the
+    device the networks are drawn on (default `device`); "cpu" gives a GPU the CPU's networks,
+    moved over (to compare the two devices' NADs of the same networks; slower)."""
     x0 = eval_points(settings, shape).to(device)
     # (networks x points, d) on the CPU: the covariance is formed there, in float64
     out = torch.empty(
@@ -313,8 +315,9 @@ def sample_sensitivities(
         say(f"NADs: dipole probes as windows through {len(ops)} operations ({ops[0]} to {ops[-1]})")
     bar = progress_bar(settings.n_networks, "NADs", unit="net", enabled=progress)
     chunk = settings.networks_per_chunk
-    for start in range(0, settings.n_networks, chunk):
-        ks = range(start, min(start + chunk, settings.n_networks))
+    stop = first + settings.n_networks
+    for start in range(first, stop, chunk):
+        ks = range(start, min(start + chunk, stop))
         began = time.perf_counter()
         nets = draw_networks(build, settings, ks, born or device)
         if born is not None:
@@ -324,7 +327,7 @@ def sample_sensitivities(
             nets, x0, settings.estimator, settings.step, settings.batch_size, plan, bar.update,
             together,
         )  # fmt: skip
-        rows = slice(start * settings.n_points, ks.stop * settings.n_points)
+        rows = slice((start - first) * settings.n_points, (ks.stop - first) * settings.n_points)
         out[rows] = s.reshape(-1, shape.d).cpu()
         debug(f"NADs: networks {ks.start}-{ks.stop - 1} built in {built - began:.2f} s, "
               f"probed in {time.perf_counter() - built:.2f} s")  # fmt: skip
@@ -444,11 +447,32 @@ def compute_nads(
     convergence verdict (nadpipe.convergence; a warning when not converged), `advice` saying
     what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
     whose figure job says it). `born`: where the networks are drawn (sample_sensitivities)."""
+    g = sample_sensitivities(as_network(build, shape, settings), settings, shape, device,
+                             progress, together, born)  # fmt: skip
+    return nads_of(g, settings, shape, device, progress, advice)
+
+
+def as_network(build: Callable, shape: Shape, settings: NadSettings) -> Callable[[], nn.Module]:
+    """`build` as a callable without arguments (a builder as the workflow's is called as
+    build(in_channels=C, num_classes=1, ...)); says once per process when the estimator does
+    not estimate the published NADs."""
     if not ESTIMATORS[settings.estimator].published:
         _warn_unpublished(settings.estimator)
     if takes_arguments(build):  # a builder as the workflow's: (in_channels, num_classes, ...)
         build = partial(call_builder, build, shape, 1, {}, getattr(build, "__name__", "build"))
-    g = sample_sensitivities(build, settings, shape, device, progress, together, born)
+    return build
+
+
+def nads_of(
+    g: torch.Tensor,
+    settings: NadSettings,
+    shape: Shape,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    advice: str | None = "raise NadSettings.n_networks (now {n})",
+) -> dict:
+    """The NAD artifact (compute_nads) of the sensitivities `g` of `settings.n_networks`
+    networks (sample_sensitivities, or the shards of nadpipe.shards put together)."""
     bad = (~torch.isfinite(g)).any(dim=1).reshape(settings.n_networks, -1).any(dim=1)
     if bad.any():
         first = int(bad.nonzero()[0])

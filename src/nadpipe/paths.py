@@ -7,6 +7,16 @@ from __future__ import annotations
 import re
 
 NAD = "{root}/nads/{arch}"
+# the sensitivities of networks first .. stop - 1 (.pt; .json: what made them), for NADs in
+# shards (nadpipe.shards); and, for NADs until converged, the verdict after each round
+NAD_SHARD = "{root}/nads/shards/{arch}/{first}-{stop}"
+NAD_ROUND = "{root}/nads/rounds/{arch}/{networks}.json"
+# what the rounds until converged ask (settings, ceiling, threshold), rewritten when it changes;
+# and, for the NAD job, the shards and verdicts of the rounds it took (temporary: Snakemake
+# checks no change of a job whose inputs wait on a checkpoint, so the NAD job's own inputs are
+# these two, and a changed goal reruns the rounds that decide)
+NAD_GOAL = "{root}/nads/rounds/{arch}.json"
+NAD_CONVERGED = "{root}/nads/rounds/{arch}/converged.json"
 MODEL = "{root}/{study}/models/{arch}/{variant}_s{seed}"
 EVAL = "{root}/{study}/eval/{arch}/{variant}_s{seed}"
 SUMMARY = "{root}/{study}/summary.parquet"

@@ -636,9 +636,11 @@ def _spectrum(ax, art: dict, shape: tuple) -> str:
     """The eigenvalues up to the covariance's rank (those past it are rounding noise, spanning
     many decades), and the largest eigenvalue an isotropic covariance from as many networks
     shows; returns the panel's title."""
+    from .convergence import networks
+
     ev = art["eigenvalues"].numpy()
     s = art["settings"]
-    rank = min(len(ev), s["n_networks"] * s["n_points"] - 1)
+    rank = min(len(ev), networks(art) * s["n_points"] - 1)
     ax.semilogy(np.arange(rank), np.clip(ev[:rank], 1e-300, None), label="eigenvalue")
     iso = art.get("isotropy")
     if iso:
@@ -672,6 +674,7 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
     converged" stamp on the figure when the NADs are not converged (nadpipe.nads.verdict).
     `raise_networks` is how the caller says to use more networks. Returns (a one-line verdict,
     the figure); the verdict starts with "WARNING: " when it is worth one."""
+    from .convergence import networks
     from .convergence import verdict as convergence
 
     shape = tuple(art.get("shape") or (1, 32, 32))
@@ -717,10 +720,10 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
     s = art["settings"]
     ax = fig.add_subplot(grid[rows, :8])
     ax.set_title(_spectrum(ax, art, shape), fontsize=9)
-    raise_networks = raise_networks or f"raise nads.n_networks (now {s['n_networks']})"
+    raise_networks = raise_networks or f"raise nads.n_networks (now {networks(art)})"
     kind, text = convergence(art, min_overlap, raise_networks)
     fig.suptitle(
-        f"{arch}: NADs ({s['estimator']}, step {s['step']}, {s['n_networks']} networks, "
+        f"{arch}: NADs ({s['estimator']}, step {s['step']}, {networks(art)} networks, "
         f"{s['n_points']} point(s), inputs {dims})"
     )
     if kind in ("not converged", "unknown"):

@@ -22,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import __version__
-from .paths import EVAL, MODEL, NAD, pattern
+from .paths import EVAL, MODEL, NAD, NAD_SHARD, pattern
 from .settings import REGISTRY_NAMES
 
 PACKAGE = Path(__file__).resolve().parent
@@ -63,6 +63,7 @@ def provenance() -> dict[str, str]:
 MAX_NAMED = 20  # stale results named one by one in the command that recomputes them
 # rule of each artifact kind that carries provenance, and where it lies under results/
 ARTIFACTS = {
+    "nad_shard": pattern(NAD_SHARD) + ".json",
     "nads": pattern(NAD) + ".json",
     "train": pattern(MODEL) + ".json",
     "evaluate": pattern(EVAL) + ".parquet",

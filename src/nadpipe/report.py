@@ -114,16 +114,16 @@ def _headline(study: str, df: pd.DataFrame) -> str:
 
 
 def _nad_line(path: str, min_overlap: float) -> str:
-    from .convergence import verdict
+    from .convergence import networks, verdict
     from .io import load_json
 
     s = load_json(path)  # a damaged file is named, with the command that rebuilds it
     if s.get("file"):
         return f"{s['arch']}: {s['nads']} NADs read from {s['file']}"
     st = s["settings"]
-    _, said = verdict(s, min_overlap, f"raise nads.n_networks (now {st['n_networks']})")
+    _, said = verdict(s, min_overlap, f"raise nads.n_networks (now {networks(s)})")
     return (
-        f"{s['arch']}: {st['n_networks']} random networks, {st['estimator']} estimator"
+        f"{s['arch']}: {networks(s)} random networks, {st['estimator']} estimator"
         + (f" (step {st['step']})" if "step" in ESTIMATORS[st["estimator"]].reads else "")
         + f", inputs {'x'.join(map(str, s['shape']))}; {said}"
     )

@@ -101,6 +101,8 @@ class NadConfig(NadSettings):
     """The `nads` block: the settings above and the convergence warning's threshold."""
 
     min_overlap_top10: float = 0.5  # warn below this split-half top-10 overlap
+    networks_per_shard: int | None = None  # shards of this many networks (nadpipe.shards)
+    until_converged: bool = False  # add shards until min_overlap_top10; n_networks the ceiling
 
     def compute(self) -> NadSettings:
         """What the NADs are computed with (the warning threshold is not part of it)."""

@@ -54,6 +54,9 @@ wildcard_constraints:
     study="|".join(REGISTRY),
     variant=variant_pattern(),  # the config's studies of one's own loaded by now
     seed=r"-?\d+",
+    first=r"\d+",
+    stop=r"\d+",
+    networks=r"\d+",
 
 
 # the stale cells this run trains together (nadpipe.batching), planned by the main process
@@ -90,3 +93,32 @@ def evaluations_of(w):
 
 def figure_inputs(w):
     return PLAN.figure_inputs(w.study, w.figure, w.arch)
+
+
+def nad_rounds(w):
+    """The rounds until converged: each a checkpoint, Snakemake plans the next once it knows;
+    the shards of the first round that converged (or of the last), and every round's verdict.
+    """
+    shards, rounds = [], []
+    for networks in PLAN.nad_rounds(w.arch):
+        rounds.append(
+            checkpoints.nad_round.get(arch=w.arch, networks=networks).output[0]
+        )
+        shards = PLAN.nad_shards(w.arch, networks)
+        if nio.load_json(rounds[-1])["converged"]:
+            break
+    return {"shards": shards, "rounds": rounds}
+
+
+def nad_inputs(w):
+    """A file to read; or the shards to put together; or, until converged, what the rounds
+    ask and what they took (nad_converged)."""
+    if PLAN.nad_rounds(w.arch):
+        return {
+            "goal": path(npath.NAD_GOAL, arch=w.arch),
+            "converged": path(npath.NAD_CONVERGED, arch=w.arch),
+        }
+    return {
+        "nads_file": PLAN.nad_job(w.arch).file or [],
+        "shards": PLAN.nad_shards(w.arch),
+    }

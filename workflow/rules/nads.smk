@@ -1,6 +1,66 @@
+rule nad_shard:
+    output:
+        shard=path(npath.NAD_SHARD) + ".pt",
+        summary=path(npath.NAD_SHARD) + ".json",
+    log:
+        logs("nads/shards/{arch}/{first}-{stop}.log"),
+    benchmark:
+        benchmarks("nads/shards/{arch}/{first}-{stop}.tsv")
+    conda:
+        CONDA_ENV
+    threads: 4  # capped at --cores by Snakemake
+    resources:
+        gpu=RUN.gpu_job,
+    params:
+        job=lambda w: plain(PLAN.nad_shard_job(w.arch, int(w.first), int(w.stop))),
+    script:
+        "../scripts/nad_shard.py"
+
+
+checkpoint nad_round:
+    input:
+        shards=lambda w: PLAN.nad_shards(w.arch, int(w.networks)),
+    output:
+        path(npath.NAD_ROUND),
+    log:
+        logs("nads/rounds/{arch}/{networks}.log"),
+    conda:
+        CONDA_ENV
+    params:
+        job=lambda w: plain(PLAN.nad_shard_job(w.arch, 0, int(w.networks)).nads),
+        min_overlap=lambda w: CFG.nad_config(w.arch).min_overlap_top10,
+    script:
+        "../scripts/nad_round.py"
+
+
+rule nad_goal:
+    output:
+        path(npath.NAD_GOAL),
+    log:
+        logs("nads/rounds/{arch}.log"),
+    localrule: True
+    params:
+        goal=lambda w: PLAN.nad_goal(w.arch),
+    run:
+        nio.save_json(params.goal, output[0])
+
+
+rule nad_converged:
+    input:
+        unpack(nad_rounds),
+    output:
+        temp(path(npath.NAD_CONVERGED)),
+    log:
+        logs("nads/rounds/{arch}/converged.log"),
+    localrule: True
+    run:
+        rounds = [nio.load_json(r) for r in input.rounds]
+        nio.save_json({"shards": list(input.shards), "rounds": rounds}, output[0])
+
+
 rule nads:
     input:
-        nads_file=lambda w: PLAN.nad_job(w.arch).file or [],
+        unpack(nad_inputs),
     output:
         artifact=path(npath.NAD) + ".pt",
         npy=path(npath.NAD) + ".npy",
@@ -13,7 +73,7 @@ rule nads:
         CONDA_ENV
     threads: 4  # capped at --cores by Snakemake
     resources:
-        gpu=RUN.gpu_job,
+        gpu=lambda w: 0 if PLAN.nad_shards(w.arch) else RUN.gpu_job,  # a merge: on the CPU
     params:
         job=lambda w: plain(PLAN.nad_job(w.arch)),
     script:

@@ -13,7 +13,7 @@ from ..settings import REGISTRY_NAMES, StudySettings
 from ..studies import REGISTRY
 from .build import Config
 from .schema import ConfigError
-from .words import config_words, nad_problem
+from .words import config_words, nad_problem, shard_problem
 
 
 def _known(cfg: Config, name: str, key: str) -> None:
@@ -234,7 +234,11 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
                     raise ConfigError(f"config key 'architectures.{src}.shape': {study}: {why}")
         if not cfg.arch(src).nads_file:
             nad_settings = cfg.nad_config(src).compute()
-            why = nad_problem(nad_settings, shape, config_words(src), f"{src}'s")
+            nc = cfg.nad_config(src)
+            why = nad_problem(
+                nad_settings, shape, config_words(src), f"{src}'s"
+            ) or shard_problem(nad_settings, nc.networks_per_shard, nc.until_converged,
+                               config_words(src))  # fmt: skip
             if why:
                 raise ConfigError(why)
     for name, spec in model_specs(cfg):
@@ -282,10 +286,9 @@ def _ignored_nad_settings(cfg: Config, used: set[str], raw_nads: dict) -> list[s
     return out
 
 
-def rank_warnings(cfg: Config) -> list[str]:
-    """Warnings for NAD indices at or past the rank of their covariance estimate: from n
-    sensitivity samples the centred covariance has rank at most n - 1, and the NADs past it
-    span its null space in arbitrary order."""
+def nad_indices_used(cfg: Config) -> dict[str, dict[str, set[int]]]:
+    """Per architecture whose NADs are computed, the NAD indices each study's `indices` key
+    uses ({source: {"study.indices": {i, ...}}})."""
     by_source: dict[str, dict[str, set[int]]] = {}
     for study in cfg.enabled():
         s, entry = cfg.studies[study], REGISTRY[study]
@@ -297,8 +300,15 @@ def rank_warnings(cfg: Config) -> list[str]:
                 continue
             used = by_source.setdefault(src, {}).setdefault(f"{study}.indices", set())
             used.update(n for v in entry.variants(s) for n in v.nad_indices())
+    return by_source
+
+
+def rank_warnings(cfg: Config) -> list[str]:
+    """Warnings for NAD indices at or past the rank of their covariance estimate: from n
+    sensitivity samples the centred covariance has rank at most n - 1, and the NADs past it
+    span its null space in arbitrary order."""
     out = []
-    for src, by_key in sorted(by_source.items()):
+    for src, by_key in sorted(nad_indices_used(cfg).items()):
         nc = cfg.nad_config(src)
         rank = min(nc.n_networks * nc.n_points - 1, cfg.arch(src).shape.d)
         for key, indices in sorted(by_key.items()):

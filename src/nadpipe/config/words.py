@@ -77,3 +77,30 @@ def nad_problem(s: NadSettings, shape: Shape, words: Words, who: str = "the") ->
             f"{words.name('top_k')}"
         )
     return None
+
+
+def shard_problem(
+    s: NadSettings, per_shard: int | None, until_converged: bool, words: Words
+) -> str | None:
+    """Why NADs cannot be computed in shards of `per_shard` networks (nadpipe.shards), or
+    `until_converged`, with settings `s`; None when they can (or are not sharded)."""
+    key = words.key
+    if per_shard is None:
+        if until_converged:
+            return (
+                f"{key('until_converged')}: the networks are added a shard at a time; say how "
+                "many a shard has (e.g. "
+                f"{words.assign('networks_per_shard', s.networks_per_chunk)})"
+            )
+        return None
+    if per_shard < 1:
+        return f"{key('networks_per_shard')}: {per_shard} is less than the minimum of 1"
+    if per_shard % s.networks_per_chunk:
+        return (
+            f"{key('networks_per_shard')}: {per_shard} is no multiple of "
+            f"{words.name('networks_per_chunk')} ({s.networks_per_chunk}): a shard evaluates its "
+            "networks in the chunks an unsharded computation does, so that the merged NADs equal "
+            "the unsharded ones; make it a multiple (or change "
+            f"{words.name('networks_per_chunk')})"
+        )
+    return None

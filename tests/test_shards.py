@@ -1,0 +1,233 @@
+"""NADs in shards (nadpipe.shards): the merged NADs equal the unsharded ones bit for bit (on the
+CPU and on the stand-in accelerator); raising n_networks computes only the new shards, in a
+dry run and in a real one; until converged, rounds stop at the first converged one, and a
+raised ceiling reruns the rounds only where they had not converged; `nadpipe nads` shards
+into a folder and merges."""
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import REPO, SCHEMA
+from helpers import planned, snakemake
+from standin import DEVICE, standin
+
+from nadpipe import config as nc
+from nadpipe import shards
+from nadpipe.models import build
+from nadpipe.nads import compute_nads, nads_of
+from nadpipe.settings import ModelSpec, NadSettings, Shape
+
+LENET = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
+
+
+def _sharded(settings: NadSettings, size: int, device="cpu") -> dict:
+    """The NADs of `settings`' networks from shards of `size`, computed last shard first."""
+    parts = []
+    for first, stop in reversed(shards.ranges(settings.n_networks, size)):
+        parts.append(shards.compute(partial(build, LENET), LENET, settings, LENET.shape, first,
+                                    stop, device, progress=False))  # fmt: skip
+    g = torch.cat([p["sensitivities"] for p in sorted(parts, key=lambda p: p["first"])])
+    return nads_of(g, settings, LENET.shape, progress=False)
+
+
+def _same(a: dict, b: dict) -> None:
+    assert torch.equal(a["vectors"], b["vectors"])
+    assert torch.equal(a["eigenvalues"], b["eigenvalues"])
+    for key in ("split_half", "isotropy"):  # NaN where a half's rank is too low: as text
+        assert json.dumps(a[key], sort_keys=True) == json.dumps(b[key], sort_keys=True)
+
+
+@pytest.mark.parametrize("windowed", [True, False])
+def test_sharded_nads_equal_the_unsharded_bit_for_bit(windowed):
+    settings = NadSettings(n_networks=40, networks_per_chunk=8, windowed=windowed)
+    whole = compute_nads(partial(build, LENET), settings, LENET.shape, progress=False)
+    _same(_sharded(settings, 16), whole)  # shards 0-16, 16-32 and a partial 32-40
+
+
+def test_sharded_nads_equal_the_unsharded_on_the_standin_accelerator():
+    settings = NadSettings(n_networks=24, networks_per_chunk=8)
+    with standin():
+        whole = compute_nads(partial(build, LENET), settings, LENET.shape, DEVICE, progress=False)
+        _same(_sharded(settings, 8, DEVICE), whole)
+    assert whole["device"] == "standin"
+
+
+def test_shards_that_do_not_belong_together_are_refused(tmp_path):
+    settings = NadSettings(n_networks=24, networks_per_chunk=8)
+    paths = []
+    for first, stop, seed in ((0, 8, 0), (8, 16, 1), (16, 24, 0)):
+        shard = shards.compute(partial(build, LENET), LENET, NadSettings(
+            n_networks=24, networks_per_chunk=8, seed=seed), LENET.shape, first, stop,
+            progress=False)  # fmt: skip
+        paths.append(str(tmp_path / f"{first}-{stop}.pt"))
+        torch.save(shard, paths[-1])
+    with pytest.raises(shards.ShardError, match=r"8-16.pt holds .* \(differing: settings.seed\)"):
+        shards.gather(paths, LENET, settings)
+    with pytest.raises(shards.ShardError, match=r"16-24.pt \(networks 16 to 23\): networks 8 "
+                       "to 15 are in no shard"):  # fmt: skip
+        shards.gather([paths[2], paths[0]], LENET, settings)
+
+
+def test_shard_ranges_and_rounds():
+    assert shards.ranges(40, 16) == [(0, 16), (16, 32), (32, 40)]
+    assert shards.ranges(32, 16) == [(0, 16), (16, 32)]
+    # the fewest whole shards with MIN_NETWORKS (22), then doubling up to the ceiling
+    assert shards.rounds(16, 128) == [32, 64, 128]
+    assert shards.rounds(64, 1000) == [64, 128, 256, 512, 1000]
+    assert shards.rounds(16, 100, floor=50) == [64, 100]
+    assert shards.rounds(500, 300) == [300]
+
+
+def _load(change: dict):
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["nads"].update(change)
+    return nc.load_config(copy.deepcopy(cfg), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"networks_per_shard": 100}, r"nads.networks_per_shard'.*: 100 is no multiple of "
+         r"nads.networks_per_chunk \(64\)"),
+        ({"until_converged": True}, r"nads.until_converged'.*say how many a shard has \(e.g. "
+         r"networks_per_shard: 64\)"),
+        ({"networks_per_shard": 0}, r"networks_per_shard.*0"),
+    ],
+)  # fmt: skip
+def test_shard_settings_that_cannot_work_are_refused(change, message):
+    with pytest.raises(nc.ConfigError, match=message):
+        _load(change)
+
+
+# -- in the workflow, run for real --------------------------------------------------------
+
+CONFIG = {
+    "architectures": {"lenet": {}},
+    "nads": {"n_networks": 32, "networks_per_chunk": 8, "networks_per_shard": 16},
+    "nad_pairs": {"architectures": ["lenet"], "indices": [0], "seeds": [0], "n_train": 100,
+                  "n_test": 50, "train": {"epochs": 1}},
+}  # fmt: skip
+NADS = "results/nads/lenet.pt"
+
+
+def _run(folder: Path, config: dict) -> list[str]:
+    """Run the NAD job of `config` for real; the jobs it ran, as 'rule wildcards'."""
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    res = snakemake(folder, "--cores", "2", NADS)
+    out = res.stdout + res.stderr
+    job = r"^(?:local)?(?:rule|checkpoint) (\w+):\n(?:.*\n)*?\s+wildcards: (.*)$"
+    return [f"{m[1]} {m[2]}" for m in re.finditer(job, out, re.M)]
+
+
+def _shard_times(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns
+            for p in (folder / "results/nads/shards/lenet").glob("*.pt")}  # fmt: skip
+
+
+def test_raising_n_networks_computes_only_the_new_shards(tmp_path):
+    config = copy.deepcopy(CONFIG)
+    ran = _run(tmp_path, config)
+    assert sorted(r for r in ran if r.startswith("nad_shard")) == [
+        "nad_shard arch=lenet, first=0, stop=16",
+        "nad_shard arch=lenet, first=16, stop=32",
+    ]
+    before = _shard_times(tmp_path)
+    config["nads"]["n_networks"] = 48
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    plan = planned(tmp_path)
+    assert plan["nad_shard"] == 1 and plan["nads"] == 1, plan
+    ran = _run(tmp_path, config)
+    assert [r for r in ran if r.startswith("nad_shard")] == [
+        "nad_shard arch=lenet, first=32, stop=48"
+    ]
+    after = _shard_times(tmp_path)
+    assert {k: after[k] for k in before} == before  # the first two shards untouched
+    art = torch.load(tmp_path / NADS, weights_only=True)
+    whole = compute_nads(partial(build, LENET), NadSettings(n_networks=48, networks_per_chunk=8),
+                         LENET.shape, progress=False)  # fmt: skip
+    _same(art, whole)
+    assert art["networks"] == 48 and art["settings"]["n_networks"] == 48
+    # anything else that defines the networks recomputes every shard
+    config["nads"]["seed"] = 1
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    assert planned(tmp_path)["nad_shard"] == 3
+
+
+def test_until_converged_stops_at_the_first_converged_round(tmp_path):
+    config = copy.deepcopy(CONFIG)
+    # rounds of 32, 64, 128 networks (shards of 16); LeNet's top-10 overlap grows with them
+    config["nads"].update(n_networks=128, until_converged=True, min_overlap_top10=0.99)
+    ran = _run(tmp_path, config)
+    rounds = sorted(r for r in ran if r.startswith("nad_round"))
+    assert rounds == [f"nad_round arch=lenet, networks={n}" for n in (128, 32, 64)], ran
+    art = json.loads((tmp_path / "results/nads/lenet.json").read_text())
+    overlaps = [r["overlap_top10"] for r in art["rounds"]]
+    assert art["networks"] == 128 and not any(r["converged"] for r in art["rounds"])
+    # not converged at the ceiling: raising it adds a round, and its shards (Snakemake cannot
+    # see that through a checkpoint still to come: nad_goal makes it)
+    config["nads"]["n_networks"] = 256
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    plan = planned(tmp_path)
+    assert plan.get("nad_round") == 1 and plan.get("nad_shard") == 8 and plan["nads"] == 1, plan
+    config["nads"]["n_networks"] = 128
+    # a threshold the second round passes: it stops there
+    threshold = (overlaps[0] + overlaps[1]) / 2 if overlaps[1] > overlaps[0] else overlaps[1]
+    config["nads"]["min_overlap_top10"] = round(threshold, 6)
+    ran = _run(tmp_path, config)
+    art = json.loads((tmp_path / "results/nads/lenet.json").read_text())
+    assert art["networks"] == 64, art["rounds"]
+    assert [r["converged"] for r in art["rounds"]] == [False, True]
+    assert not any(r.startswith("nad_shard") for r in ran)  # its shards were there
+    saved = torch.load(tmp_path / NADS, weights_only=True)
+    _same(saved, compute_nads(partial(build, LENET), NadSettings(n_networks=64,
+          networks_per_chunk=8), LENET.shape, progress=False))  # fmt: skip
+    assert not [job for job in planned(tmp_path) if job.startswith("nad")]  # nothing after it
+    # converged: a higher ceiling computes no network nor round (the merge again, from the
+    # same shards)
+    config["nads"]["n_networks"] = 256
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    plan = planned(tmp_path)
+    assert "nad_round" not in plan and "nad_shard" not in plan and plan["nads"] == 1, plan
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def _nadpipe(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent)) or "nadpipe"
+    res = subprocess.run([script, *args], capture_output=True, text=True)
+    if check:
+        assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def test_the_command_computes_shards_apart_and_puts_them_together(tmp_path):
+    common = ["nads", "--model", "lenet", "--n-networks", "24", "--networks-per-chunk", "8",
+              "--networks-per-shard", "8", "--shards", str(tmp_path / "sh")]  # fmt: skip
+    _nadpipe(*common, "--shard", "1")
+    assert [p.name for p in (tmp_path / "sh").iterdir()] == ["8-16.pt"]
+    res = _nadpipe(*common, "--out", str(tmp_path / "a.pt"))
+    assert "shard 1 (networks 8 to 15): kept" in res.stderr
+    assert sorted(p.name for p in (tmp_path / "sh").iterdir()) == ["0-8.pt", "16-24.pt", "8-16.pt"]
+    whole = compute_nads(partial(build, LENET), NadSettings(n_networks=24, networks_per_chunk=8),
+                         LENET.shape, progress=False)  # fmt: skip
+    _same(torch.load(tmp_path / "a.pt", weights_only=True), whole)
+    res = _nadpipe(*common, "--shard", "3", check=False)
+    assert res.returncode == 2 and "--shard 3: 24 networks in shards of 8 are shards 0 to 2" in (
+        res.stderr
+    )
+    res = _nadpipe(*common[:-2], check=False)  # --networks-per-shard without --shards
+    assert res.returncode == 2 and "--shards DIR and --networks-per-shard N go together" in (
+        res.stderr
+    )
+    res = _nadpipe(*common, "--seed", "1", "--out", str(tmp_path / "b.pt"), check=False)
+    assert res.returncode == 1 and "differing: settings.seed" in res.stderr
