@@ -195,9 +195,7 @@ def nad_round_job(job: NadJob | dict, shards: list[str], min_overlap: float, out
     g = nad_shards.gather(shards, job.model, job.settings)
     verdict = nad_shards.converged(g, job.settings.n_points, min_overlap)
     save_json(verdict, out)
-    word = "converged" if verdict["converged"] else "not converged"
-    line = (f"NADs of {job.arch} from {verdict['networks']} networks: split-half top-10 "
-            f"overlap {verdict['overlap_top10']:.3f} (at least {min_overlap}): {word}")  # fmt: skip
+    line = f"NADs of {job.arch} from {verdict['networks']} networks: {verdict['said']}"
     say(line)
     return line
 

@@ -11,8 +11,9 @@ ones (and a last, partial one) are computed.
 
 `until_converged`: shards are added in rounds, the networks doubling from the first round (the
 fewest whole shards with at least MIN_NETWORKS networks and a rank above every NAD index used)
-up to n_networks, until the split-half top-10 overlap reaches `min_overlap_top10`
-(`converged`). The workflow asks after each round (a Snakemake checkpoint, nad_round).
+up to n_networks, until the split-half top-10 overlap reaches `min_overlap_top10`, or the
+spectrum is nearly isotropic from more samples than coordinates (`converged`: the verdict of
+nadpipe.convergence). The workflow asks after each round (a Snakemake checkpoint, nad_round).
 
 Torch is imported by the functions that compute: the plan (grid.Plan) reads `ranges` and
 `rounds` while Snakemake parses.
@@ -132,15 +133,24 @@ def networks(paths: list[str]) -> int:
 
 
 def converged(g: Any, n_points: int, min_overlap: float) -> dict:
-    """Whether the sensitivities `g` of some networks give NADs whose split-half top-10 overlap
-    reaches `min_overlap`: the round's record (`networks`, `overlap_top10`, `converged`)."""
-    from .nads import split_half
+    """Whether the sensitivities `g` of some networks give NADs that need no more networks,
+    as nadpipe.convergence judges any NADs: converged (split-half top-10 overlap at least
+    `min_overlap`), or nearly isotropic from more samples than coordinates (no order to find,
+    however many networks). The round's record: `networks`, `overlap_top10`, `verdict`,
+    `converged` (either of the two)."""
+    from .convergence import verdict
+    from .nads import isotropy, nads_from_sensitivities, split_half
 
-    sh = split_half(g, n_points, (10,))
+    sh = split_half(g, n_points)
+    top = nads_from_sensitivities(g, 1)[0][0].item()
+    more = "more networks: the next round, up to n_networks"
+    kind, text = verdict({"split_half": sh, "isotropy": isotropy(g, top)}, min_overlap, more)
     overlap = sh["overlap"].get(10, float("nan"))
     return {
         "networks": len(g) // n_points,
         "overlap_top10": overlap,
         "min_overlap_top10": min_overlap,
-        "converged": bool(math.isfinite(overlap) and overlap >= min_overlap),
+        "verdict": kind,
+        "said": text,
+        "converged": kind in ("converged", "isotropic"),
     }
