@@ -560,47 +560,17 @@ def cmd_search(args) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
+STRICT = ("exit with status 3 when the NADs are not converged or their convergence is "
+          "unknown (the result is written all the same)")  # fmt: skip
+AS_JSON = "print the result as one JSON document on stdout (for scripts)"
+
+
+def _nads_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe nads`."""
     from .estimators import ESTIMATORS, described
     from .settings import NadSettings, Shape
 
     d = NadSettings()
-    p = argparse.ArgumentParser(
-        prog="nadpipe",
-        description="Neural anisotropy directions of any model, without Snakemake "
-        "(the workflow: snakemake --cores all; `search` runs it).",
-    )
-    from . import __version__
-
-    p.add_argument("--version", action="version", version=f"nadpipe {__version__}")
-
-    # -q / -v before or after the subcommand: the subcommand's own copy sets it only if given
-    def verbosity(parser: argparse.ArgumentParser, default) -> None:
-        loud = parser.add_mutually_exclusive_group()
-        loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
-                          default=default,
-                          help="say only warnings and errors on stderr (no progress)")  # fmt: skip
-        loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
-                          default=default,
-                          help="also debug lines (each chunk of networks, timings)")  # fmt: skip
-
-    verbosity(p, 0)
-    talk = argparse.ArgumentParser(add_help=False)
-    verbosity(talk, argparse.SUPPRESS)
-    sub = p.add_subparsers(dest="command", required=True)
-
-    def command(name: str, help: str, func):
-        c = sub.add_parser(name, help=help, description=help, parents=[talk],
-                           epilog=f"example:\n  {EXAMPLES[name]}",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-        c.set_defaults(func=func)
-        return c
-
-    strict = ("exit with status 3 when the NADs are not converged or their convergence is "
-              "unknown (the result is written all the same)")  # fmt: skip
-    as_json = "print the result as one JSON document on stdout (for scripts)"
-
-    c = command("nads", "Compute the NADs of a registry or user model.", cmd_nads)
     c.add_argument(
         "--model",
         required=True,
@@ -670,10 +640,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--out", help=".npy (rows = NADs) or .pt (the full artifact); needed unless --shard"
     )
-    c.add_argument("--strict", action="store_true", help=strict)
-    c = command(
-        "plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads
-    )
+    c.add_argument("--strict", action="store_true", help=STRICT)
+
+
+def _plot_nads_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe plot-nads`."""
     c.add_argument("file", help="a .pt artifact (nadpipe nads, results/nads/) or a basis")
     c.add_argument("--out", help="the PNG (default: FILE with .png)")
     c.add_argument(
@@ -686,11 +657,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.5,
         help="the convergence warning's threshold (0 to 1)",
     )
-    c.add_argument("--strict", action="store_true", help=strict + "; refused for a basis (.npy, "
+    c.add_argument("--strict", action="store_true", help=STRICT + "; refused for a basis (.npy, "
                    ".npz), which holds no convergence diagnostic")  # fmt: skip
-    c = command(
-        "compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare
-    )
+
+
+def _compare_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe compare`."""
     c.add_argument("a", help="a NAD basis: .npy/.npz/.pt with rows = NADs, or a nadpipe artifact")
     c.add_argument("b", help="the other basis, of the same input size")
     c.add_argument(
@@ -702,13 +674,11 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--first", type=_at_least(0), default=10,
                    help="matching NADs listed one by one")  # fmt: skip
-    c.add_argument("--json", action="store_true", help=as_json)
-    c = command(
-        "versus",
-        "How far results are from a published curve or map: per protocol, the mean and largest "
-        "|difference| in accuracy points and the Pearson correlation.",
-        cmd_versus,
-    )
+    c.add_argument("--json", action="store_true", help=AS_JSON)
+
+
+def _versus_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe versus`."""
     c.add_argument("results", help="a study's summary.parquet (each protocol) or a CSV")
     c.add_argument("reference", help="a CSV (e.g. the NAD paper's nads.csv) or a summary.parquet")
     c.add_argument("--arch", help="the architecture of a summary that holds several")
@@ -727,10 +697,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--scale", type=bounded_int(1, FREQUENCY_BOUND), default=1,
                    help="multiplies a CSV's frequencies after --offset, into cycles per image "
                    "(2 for dft_accuracies.csv)")  # fmt: skip
-    c.add_argument("--json", action="store_true", help=as_json)
-    c = command(
-        "doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.", cmd_doctor
-    )
+    c.add_argument("--json", action="store_true", help=AS_JSON)
+
+
+def _doctor_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe doctor`."""
     c.add_argument("--cifar10", default="data/cifar10", help="where CIFAR-10 is looked for")
     c.add_argument(
         "--gpu",
@@ -741,15 +712,10 @@ def parser() -> argparse.ArgumentParser:
         "the table docs/speed.md needs; without CUDA, say what it would run and exit 1",
     )
     c.add_argument("--scratch", help="where --gpu works (default: a new temporary directory)")
-    command("config", "Print every config key with its default and meaning (markdown).", cmd_config)
-    c = command(
-        "search",
-        "Find the protocol whose curve fits a published one best: a coarse sweep over the values "
-        "given per key, then rounds of refinement around the best (geometric midpoints), each "
-        "round one Snakemake run of the study (cells cached across rounds); run from the "
-        "checkout.",
-        cmd_search,
-    )
+
+
+def _search_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe search`."""
     c.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
                    help="the config files to start from, as Snakemake takes them (over "
                    "./config.yaml)")  # fmt: skip
@@ -775,6 +741,73 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--results", help="the results folder, a name (default: "
                    "results-search-STUDY-ARCH)")  # fmt: skip
+
+
+SEARCH = (
+    "Find the protocol whose curve fits a published one best: a coarse sweep over the values "
+    "given per key, then rounds of refinement around the best (geometric midpoints), each round "
+    "one Snakemake run of the study (cells cached across rounds); run from the checkout."
+)
+VERSUS = (
+    "How far results are from a published curve or map: per protocol, the mean and largest "
+    "|difference| in accuracy points and the Pearson correlation."
+)
+
+
+def _commands() -> list[tuple]:
+    """Every subcommand, in the order of `nadpipe -h`: (name, what it does, its function, what
+    adds its arguments)."""
+    return [  # a table: one subcommand a line
+        ("nads", "Compute the NADs of a registry or user model.", cmd_nads, _nads_arguments),
+        ("plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads,
+         _plot_nads_arguments),
+        ("compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare,
+         _compare_arguments),
+        ("versus", VERSUS, cmd_versus, _versus_arguments),
+        ("doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.",
+         cmd_doctor, _doctor_arguments),
+        ("config", "Print every config key with its default and meaning (markdown).", cmd_config,
+         None),
+        ("search", SEARCH, cmd_search, _search_arguments),
+    ]  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nadpipe",
+        description="Neural anisotropy directions of any model, without Snakemake "
+        "(the workflow: snakemake --cores all; `search` runs it).",
+    )
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"nadpipe {__version__}")
+
+    # -q / -v before or after the subcommand: the subcommand's own copy sets it only if given
+    def verbosity(parser: argparse.ArgumentParser, default) -> None:
+        loud = parser.add_mutually_exclusive_group()
+        loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                          default=default,
+                          help="say only warnings and errors on stderr (no progress)")  # fmt: skip
+        loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
+                          default=default,
+                          help="also debug lines (each chunk of networks, timings)")  # fmt: skip
+
+    verbosity(p, 0)
+    talk = argparse.ArgumentParser(add_help=False)
+    verbosity(talk, argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str, func):
+        c = sub.add_parser(name, help=help, description=help, parents=[talk],
+                           epilog=f"example:\n  {EXAMPLES[name]}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        c.set_defaults(func=func)
+        return c
+
+    for name, what, func, arguments in _commands():
+        c = command(name, what, func)
+        if arguments is not None:
+            arguments(c)
     return p
 
 
