@@ -485,33 +485,64 @@ def evaluate_job(
     on_device = {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}
     start = time.perf_counter()
     rows = evaluate_conditions(net, on_device, job.batch_size, dict(job.conditions))
-    entry = REGISTRY[job.study]
-    extra, arrays_out = {}, {}
-    if job.measures:
-        with on_cpu():  # data-side, like the data (moved by the measures that use them)
-            directions = entry.directions(job.data, vectors)
-        ctx = Context(
-            on_device,
-            directions,
-            vectors,
-            tuple(job.data.shape),
-            job.analysis,
-            (*job.stream, job.seed),
-        )
-        for name in job.measures:
-            columns, found = MEASURES[name](net, ctx)
-            extra.update(columns)
-            arrays_out.update(found)
+    extra, arrays_out = _measures(job, net, on_device, vectors)
     outcome, why = model_outcome(trained, rows, job, len(splits["train"][0]))
     if outcome == "diverged":  # NaN weights: accuracies, margins and counts would read as numbers
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
     if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
+    variant = REGISTRY[job.study].variant.parse(split_protocol(job.variant)[0])
+    df = _model_rows(job, trained, rows, splits, extra, (outcome, why), start)
+    atomic_write(table, partial(df.to_parquet, index=False))
+
+    def write_arrays(tmp: str) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
+            np.savez_compressed(
+                f,
+                **arrays_out,
+                **{f"key_{k}": v for k, v in variant.columns().items()},
+                key_outcome=outcome,
+            )
+
+    atomic_write(arrays, write_arrays)
+    test = df[df["split"] == "test"].set_index("condition")["accuracy"]
+    accs = ", ".join(f"{c} {a:.3f}" for c, a in test.items())
+    return f"evaluate {job.study} {job.arch} {job.variant} seed={job.seed}: test accuracy {accs}"
+
+
+def _measures(job: EvalJob, net, on_device: dict, vectors) -> tuple[dict, dict]:
+    """The study's measures of a model: (columns, arrays)."""
+    extra, arrays_out = {}, {}
+    if not job.measures:
+        return extra, arrays_out
+    with on_cpu():  # data-side, like the data (moved by the measures that use them)
+        directions = REGISTRY[job.study].directions(job.data, vectors)
+    ctx = Context(
+        on_device,
+        directions,
+        vectors,
+        tuple(job.data.shape),
+        job.analysis,
+        (*job.stream, job.seed),
+    )
+    for name in job.measures:
+        columns, found = MEASURES[name](net, ctx)
+        extra.update(columns)
+        arrays_out.update(found)
+    return extra, arrays_out
+
+
+def _model_rows(
+    job: EvalJob, trained: dict, rows: list, splits: dict, extra: dict, said: tuple, start: float
+) -> pd.DataFrame:
+    """A model's rows of the summary (nadpipe.row): its key, settings, the training's record
+    (`trained`), its outcome (`said`: outcome, why) and measures."""
+    outcome, why = said
     inner, protocol = split_protocol(job.variant)
-    variant = entry.variant.parse(inner)
+    variant = REGISTRY[job.study].variant.parse(inner)
     data = dict(job.data.settings)
     nads = job.nads
-    df = pd.DataFrame(
+    return pd.DataFrame(
         row.model_rows(
             key={"study": job.study, "arch": job.arch, "variant": job.variant,
                  "protocol": protocol or None, "seed": job.seed},
@@ -549,22 +580,6 @@ def evaluate_job(
             },
         )
     )  # fmt: skip
-
-    atomic_write(table, partial(df.to_parquet, index=False))
-
-    def write_arrays(tmp: str) -> None:
-        with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
-            np.savez_compressed(
-                f,
-                **arrays_out,
-                **{f"key_{k}": v for k, v in variant.columns().items()},
-                key_outcome=outcome,
-            )
-
-    atomic_write(arrays, write_arrays)
-    test = df[df["split"] == "test"].set_index("condition")["accuracy"]
-    accs = ", ".join(f"{c} {a:.3f}" for c, a in test.items())
-    return f"evaluate {job.study} {job.arch} {job.variant} seed={job.seed}: test accuracy {accs}"
 
 
 def model_outcome(trained: dict, rows: list[dict], job: EvalJob, n: int) -> tuple[str, str]:

@@ -278,20 +278,11 @@ def train(
     after every epoch is written there atomically, and a run that finds a checkpoint with the
     same `fingerprint` resumes from it: the result equals an uninterrupted run exactly on CPU.
     """
-    if len(nets) > 1 and not stacks(nets, xs, settings):
-        return [
-            train(
-                [net],
-                x[None],
-                y[None],
-                settings,
-                [o],
-                checkpoint and f"{checkpoint}.{k}",
-                fingerprint and {**fingerprint, "member": k},
-                progress,
-            )[0]
-            for k, (net, x, y, o) in enumerate(zip(nets, xs, ys, orders, strict=True))
-        ]
+    if len(nets) > 1 and not stacks(nets, xs, settings):  # one after another, each its own
+        members = enumerate(zip(nets, xs, ys, orders, strict=True))
+        return [train([net], x[None], y[None], settings, [o], checkpoint and f"{checkpoint}.{k}",
+                      fingerprint and {**fingerprint, "member": k}, progress)[0]
+                for k, (net, x, y, o) in members]  # fmt: skip
     m, n = len(nets), xs.shape[1]
     device = xs.device
     members = _One(nets[0], settings, device) if m == 1 else _Stacked(nets, settings, device)
@@ -311,14 +302,7 @@ def train(
     fingerprint = fingerprint or {}
     state = load_checkpoint(checkpoint, fingerprint)
     if state is not None:
-        members.load(state["members"])
-        opt.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["schedule"])
-        for g, s in zip(gens, state["orders"], strict=True):
-            g.set_state(s)
-        torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
-        set_cuda_rng_state(state.get("cuda_rng", []))  # ... on the GPU too (VGG's dropout)
-        histories, diverged, done = state["histories"], state["diverged"], state["done"]
+        histories, diverged, done = _resume(state, members, opt, schedule, gens)
     tag = "train" if m == 1 else f"train {m} seeds"
     bar = progress_bar(settings.epochs, tag, unit="epoch", enabled=progress)
     if done:
@@ -342,52 +326,63 @@ def train(
             # accumulate on the device: no host sync inside the steps
             loss_sum += loss.detach() * idx.shape[1]
             correct += (out.detach().argmax(-1) == ys[rows, idx]).sum(1)
+        seconds = time.perf_counter() - start
         for k in range(m):
-            if diverged[k]:
-                continue  # a diverged member's record stops where separate training would
-            row = {
-                "epoch": epoch + 1,
-                "loss": loss_sum[k].item() / n,
-                "train_accuracy": correct[k].item() / n,
-                "lr_end": lr,
-                "seconds": time.perf_counter() - start,
-            }
-            histories[k].append(row)
-            who = "" if m == 1 else f"seed {k}: "
-            if progress:
-                say(
-                    f"{who}epoch {row['epoch']}/{settings.epochs}: train loss {row['loss']:.4f}, "
-                    f"train accuracy {row['train_accuracy']:.4f}, lr {lr:.4f} "
-                    f"({row['seconds']:.2f}s)"
-                )
-            if not math.isfinite(row["loss"]):
-                msg = f"{who}training diverged: loss {row['loss']} in epoch {row['epoch']}"
-                if settings.fail_on_divergence:
-                    raise TrainingDiverged(msg + " (train.fail_on_divergence is set)")
-                say(msg + "; stopping this training and recording it")
-                diverged[k] = True
+            if not diverged[k]:  # a diverged member's record stops where separate training would
+                row = {
+                    "epoch": epoch + 1,
+                    "loss": loss_sum[k].item() / n,
+                    "train_accuracy": correct[k].item() / n,
+                    "lr_end": lr,
+                    "seconds": seconds,
+                }
+                diverged[k] = _record(histories[k], row, "" if m == 1 else f"seed {k}: ",
+                                      settings, progress)  # fmt: skip
         bar.update(1)
         if all(diverged):
             break
         if checkpoint:
-            save_torch(
-                {
-                    "fingerprint": fingerprint,
-                    "members": members.state(),
-                    "optimizer": opt.state_dict(),
-                    "schedule": schedule.state_dict(),
-                    "orders": [g.get_state() for g in gens],
-                    "torch_rng": torch.get_rng_state(),
-                    "cuda_rng": cuda_rng_state(),
-                    "histories": histories,
-                    "diverged": diverged,
-                    "done": epoch + 1,
-                },
-                checkpoint,
-            )
+            state = {"fingerprint": fingerprint, "members": members.state(),
+                     "optimizer": opt.state_dict(), "schedule": schedule.state_dict(),
+                     "orders": [g.get_state() for g in gens], "torch_rng": torch.get_rng_state(),
+                     "cuda_rng": cuda_rng_state(), "histories": histories, "diverged": diverged,
+                     "done": epoch + 1}  # fmt: skip
+            save_torch(state, checkpoint)
     bar.close()
     members.finish()
     return histories
+
+
+def _resume(state: dict, members, opt, schedule, gens) -> tuple[list, list, int]:
+    """Put a checkpoint's `state` back into the members, optimiser, schedule, batch-order
+    generators and torch's generators; (histories, diverged, epochs done)."""
+    members.load(state["members"])
+    opt.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    for g, s in zip(gens, state["orders"], strict=True):
+        g.set_state(s)
+    torch.set_rng_state(state["torch_rng"])  # user models may draw (e.g. dropout)
+    set_cuda_rng_state(state.get("cuda_rng", []))  # ... on the GPU too (VGG's dropout)
+    return state["histories"], state["diverged"], state["done"]
+
+
+def _record(history: list, row: dict, who: str, settings: TrainSettings, progress: bool) -> bool:
+    """Append one member's epoch `row` to its `history`, say it, and whether the member diverged
+    (a loss that is not finite; train.fail_on_divergence raises instead)."""
+    history.append(row)
+    if progress:
+        say(
+            f"{who}epoch {row['epoch']}/{settings.epochs}: train loss {row['loss']:.4f}, "
+            f"train accuracy {row['train_accuracy']:.4f}, lr {row['lr_end']:.4f} "
+            f"({row['seconds']:.2f}s)"
+        )
+    if math.isfinite(row["loss"]):
+        return False
+    msg = f"{who}training diverged: loss {row['loss']} in epoch {row['epoch']}"
+    if settings.fail_on_divergence:
+        raise TrainingDiverged(msg + " (train.fail_on_divergence is set)")
+    say(msg + "; stopping this training and recording it")
+    return True
 
 
 def train_one(
