@@ -127,30 +127,7 @@ def nads_job(
     atomic_write(npy, lambda tmp: np.save(open(tmp, "wb"), art["vectors"].numpy()))
     seconds = time.perf_counter() - start
     sh = art["split_half"]
-    save_json(
-        {
-            "arch": job.arch,
-            **_nad_record(job),
-            "shape": list(shape),
-            "nads": len(art["vectors"]),
-            "top_eigenvalues": None
-            if art["eigenvalues"] is None
-            else art["eigenvalues"][:10].tolist(),
-            "split_half": None
-            if sh is None
-            else {
-                "overlap": {str(k): v for k, v in sh["overlap"].items()},
-                "undefined": {str(k): v for k, v in sh["undefined"].items()},
-                "eigenvalue_rel_diff_top10": sh["eigenvalue_rel_diff_top10"],
-                "halves": sh["halves"],
-            },
-            "isotropy": art.get("isotropy"),
-            "networks": networks,
-            "rounds": art.get("rounds"),
-            "provenance": provenance(),
-        },
-        summary,
-    )
+    save_json(_nad_summary(job, art), summary)
     line = f"NADs of {job.arch}: {len(art['vectors'])} of d = {shape.d} in {seconds:.1f}s"
     if sh is not None:
         line += f"; split-half overlaps {overlaps_line(sh)}"
@@ -158,6 +135,30 @@ def nads_job(
             warn(f"NADs of {job.arch}: split-half overlap at k = {k} undefined: {why}")
     say(line)
     return line
+
+
+def _nad_summary(job: NadJob, art: dict) -> dict:
+    """The readable record of a NAD artifact `art` (results/nads/ARCH.json)."""
+    sh = art["split_half"]
+    return {
+        "arch": job.arch,
+        **_nad_record(job),
+        "shape": list(job.model.shape),
+        "nads": len(art["vectors"]),
+        "top_eigenvalues": None if art["eigenvalues"] is None else art["eigenvalues"][:10].tolist(),
+        "split_half": None
+        if sh is None
+        else {
+            "overlap": {str(k): v for k, v in sh["overlap"].items()},
+            "undefined": {str(k): v for k, v in sh["undefined"].items()},
+            "eigenvalue_rel_diff_top10": sh["eigenvalue_rel_diff_top10"],
+            "halves": sh["halves"],
+        },
+        "isotropy": art.get("isotropy"),
+        "networks": art.get("networks"),
+        "rounds": art.get("rounds"),
+        "provenance": art["provenance"],
+    }
 
 
 def nad_shard_job(
