@@ -59,3 +59,20 @@ def test_the_micro_study_runs_at_the_declared_snakemake_floor(tmp_path):
 
 def min_version() -> str:
     return re.search(r'min_version\("([\d.]+)"\)', (REPO / "Snakefile").read_text())[1]
+
+
+def test_nads_until_converged_are_refused_below_the_snakemake_that_runs_them(tmp_path):
+    # Snakemake 9.0.0 to 9.1.4 run the merge after the second round of checkpoints, on inputs
+    # still to be decided (measured): the floor refuses the setting, naming key and remedy
+    env = {**os.environ, "PYTHONPATH": str(FLOOR_DIR)}
+    config = {"architectures": {"lenet": {}},
+              "nads": {"n_networks": 128, "networks_per_shard": 64, "until_converged": True},
+              "nad_pairs": {"architectures": ["lenet"], "indices": [0], "seeds": [0]}}  # fmt: skip
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+                          "-n"], cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "nads.until_converged): Snakemake 9.0.0 runs the rounds" in out, out[-2000:]
+    assert "pip install 'snakemake>=9.1.5'" in out
+    assert not (tmp_path / "results").exists()

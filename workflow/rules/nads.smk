@@ -41,8 +41,8 @@ rule nad_goal:
     localrule: True
     params:
         goal=lambda w: PLAN.nad_goal(w.arch),
-    run:
-        nio.save_json(params.goal, output[0])
+    script:
+        "../scripts/nad_goal.py"
 
 
 rule nad_converged:
@@ -53,9 +53,8 @@ rule nad_converged:
     log:
         logs("nads/rounds/{arch}/converged.log"),
     localrule: True
-    run:
-        rounds = [nio.load_json(r) for r in input.rounds]
-        nio.save_json({"shards": list(input.shards), "rounds": rounds}, output[0])
+    script:
+        "../scripts/nad_converged.py"
 
 
 rule nads:
