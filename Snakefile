@@ -4,7 +4,7 @@
 
 from snakemake.utils import min_version
 
-min_version("9.0")  # the floor pyproject.toml declares; tests/test_floor.py runs it
+min_version("9.1.5")  # the floor pyproject.toml declares; tests/test_floor.py runs it
 
 
 from nadpipe.config import check_yaml

@@ -61,18 +61,29 @@ def min_version() -> str:
     return re.search(r'min_version\("([\d.]+)"\)', (REPO / "Snakefile").read_text())[1]
 
 
-def test_nads_until_converged_are_refused_below_the_snakemake_that_runs_them(tmp_path):
-    # Snakemake 9.0.0 to 9.1.4 run the merge after the second round of checkpoints, on inputs
-    # still to be decided (measured): the floor refuses the setting, naming key and remedy
+def test_changed_settings_and_nads_until_converged_rerun_right_at_the_floor(tmp_path):
+    # below the floor, 9.0.0 to 9.1.0 rerun nothing when params change, and 9.0.0 to 9.1.4 run
+    # the merge after a second round of checkpoints without planning the next (measured)
     env = {**os.environ, "PYTHONPATH": str(FLOOR_DIR)}
-    config = {"architectures": {"lenet": {}},
-              "nads": {"n_networks": 128, "networks_per_shard": 64, "until_converged": True},
+    nads = {"n_networks": 64, "networks_per_chunk": 8, "networks_per_shard": 16,
+            "until_converged": True, "min_overlap_top10": 0.99}  # fmt: skip
+    config = {"architectures": {"lenet": {}}, "nads": nads,
               "nad_pairs": {"architectures": ["lenet"], "indices": [0], "seeds": [0]}}  # fmt: skip
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-                          "-n"], cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
-    out = res.stdout + res.stderr
-    assert res.returncode != 0
-    assert "nads.until_converged): Snakemake 9.0.0 runs the rounds" in out, out[-2000:]
-    assert "pip install 'snakemake>=9.1.5'" in out
-    assert not (tmp_path / "results").exists()
+
+    def run(*args: str) -> str:
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+                              *args, "results/nads/lenet.pt"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True)  # fmt: skip
+        assert res.returncode == 0, (args, res.stdout[-3000:], res.stderr[-3000:])
+        return res.stdout + res.stderr
+
+    run("--cores", "2")  # rounds of 32 and 64 networks: the ceiling, not converged
+    summary = yaml.safe_load((tmp_path / "results/nads/lenet.json").read_text())
+    assert summary["networks"] == 64 and [r["networks"] for r in summary["rounds"]] == [32, 64]
+    assert "Nothing to be done" in run("-n")
+    config["nads"]["n_networks"] = 128  # a changed setting: the next round is planned
+    assert re.search(r"^nad_round\s+1$", run("-n"), re.M)
+    run("--cores", "2")
+    summary = yaml.safe_load((tmp_path / "results/nads/lenet.json").read_text())
+    assert [r["networks"] for r in summary["rounds"]] == [32, 64, 128]

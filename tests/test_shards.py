@@ -108,17 +108,6 @@ def test_shard_settings_that_cannot_work_are_refused(change, message):
         _load(change)
 
 
-def test_until_converged_needs_the_snakemake_that_runs_its_rounds():
-    from nadpipe.config.checks import rounds_problem
-    from nadpipe.config.words import config_words
-
-    words = config_words("lenet")
-    assert "Snakemake 9.1.4 runs the rounds" in rounds_problem(True, words, "9.1.4")
-    assert rounds_problem(True, words, "9.1.5") is None
-    assert rounds_problem(True, words, "10.0.0") is None
-    assert rounds_problem(False, words, "9.0.0") is None
-
-
 # -- in the workflow, run for real --------------------------------------------------------
 
 CONFIG = {

@@ -239,7 +239,6 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
             why = (
                 nad_problem(nad_settings, shape, words, f"{src}'s")
                 or shard_problem(nad_settings, nc.networks_per_shard, nc.until_converged, words)
-                or rounds_problem(nc.until_converged, words)
             )
             if why:
                 raise ConfigError(why)
@@ -286,38 +285,6 @@ def _ignored_nad_settings(cfg: Config, used: set[str], raw_nads: dict) -> list[s
                         f"'{nc.estimator}' (the key is the {name}'s)"
                     )
     return out
-
-
-# the first Snakemake that runs NADs until converged right: 9.0.0 to 9.1.4 run the job after a
-# second checkpoint round without asking for the next (measured: the merge runs on '<TBD>'
-# inputs and fails)
-ROUNDS_SNAKEMAKE = (9, 1, 5)
-
-
-def rounds_problem(until_converged: bool, words, version: str | None = None) -> str | None:
-    """Why NADs until converged cannot run under this Snakemake (`version`: the one running,
-    when it is imported), or None."""
-    import sys
-
-    if not until_converged:
-        return None
-    if version is None:
-        if "snakemake" not in sys.modules:  # a check outside the workflow: no Snakemake runs
-            return None
-        version = getattr(sys.modules["snakemake"], "__version__", "")
-    try:
-        parts = tuple(int(p) for p in version.split(".")[:3])
-    except ValueError:
-        return None
-    if parts >= ROUNDS_SNAKEMAKE:
-        return None
-    floor = ".".join(map(str, ROUNDS_SNAKEMAKE))
-    return (
-        f"{words.key('until_converged')}: Snakemake {version} runs the rounds of NADs until "
-        f"converged wrongly (from the second round on it does not plan the next one); they need "
-        f"Snakemake {floor} or later: pip install 'snakemake>={floor}', or set "
-        f"{words.assign('until_converged', 'false')} and a fixed n_networks"
-    )
 
 
 def nad_indices_used(cfg: Config) -> dict[str, dict[str, set[int]]]:

@@ -443,12 +443,15 @@ def summarise_at_exit(
     A run that ends otherwise before any job (Snakemake's lock held by a killed run, an error
     of its own) gets no line from nadpipe: Snakemake's message is the last word."""
     import logging
+    import time
 
-    import psutil
     from snakemake.common import NOTHING_TO_BE_DONE_MSG
 
     here = os.getcwd()  # Snakemake may have left the working directory by then
-    born = psutil.Process().create_time()
+    # now, while Snakemake parses: its log of this run is written to after this (psutil's
+    # process start time is read against whole-second boot time, up to a second early, and
+    # once picked the log of the run before, when that one ended within the second)
+    born = time.time()
     said = []
 
     class Nothing(logging.Handler):
@@ -469,7 +472,7 @@ def summarise_at_exit(
                 os._exit(1)
             text = up_to_date(finals, warnings, results, findings)
             print(text, file=sys.stderr, flush=True)
-            # Snakemake's log file of this run: the first it made after this process started,
+            # Snakemake's log file of this run: the first written to since this run parsed,
             # where its documentation says ("Complete log: .snakemake/log/...")
             made = [p for p in glob.glob(".snakemake/log/*.snakemake.log")
                     if os.path.getmtime(p) >= born]  # fmt: skip
