@@ -39,6 +39,8 @@ rule nad_goal:
     log:
         logs("nads/rounds/{arch}.log"),
     localrule: True
+    conda:
+        CONDA_ENV
     params:
         goal=lambda w: PLAN.nad_goal(w.arch),
     script:
@@ -53,6 +55,8 @@ rule nad_converged:
     log:
         logs("nads/rounds/{arch}/converged.log"),
     localrule: True
+    conda:
+        CONDA_ENV
     script:
         "../scripts/nad_converged.py"
 

@@ -236,9 +236,8 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
             nad_settings = cfg.nad_config(src).compute()
             nc = cfg.nad_config(src)
             words = config_words(src)
-            why = (
-                nad_problem(nad_settings, shape, words, f"{src}'s")
-                or shard_problem(nad_settings, nc.networks_per_shard, nc.until_converged, words)
+            why = nad_problem(nad_settings, shape, words, f"{src}'s") or shard_problem(
+                nad_settings, nc.networks_per_shard, nc.until_converged, words
             )
             if why:
                 raise ConfigError(why)
