@@ -75,6 +75,20 @@ def suggested(workdir: Path, *args: str) -> str:
     return shlex.join(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args])
 
 
+def jobs_run(console: str) -> list[tuple[str, str, int | None]]:
+    """(rule, wildcards, gpu) of every job a real run executed, checkpoints included, from
+    Snakemake's console output."""
+    out = []
+    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?(?:rule|checkpoint) )", console):
+        head = re.search(r"^(?:local)?(?:rule|checkpoint) (\w+):", block, re.M)
+        if not head:
+            continue
+        wild = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        gpu = re.search(r"^\s+resources: .*gpu=(\d+)", block, re.M)
+        out.append((head[1], wild[1] if wild else "", int(gpu[1]) if gpu else None))
+    return out
+
+
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
     """Job counts of a dry run, with `change` merged over the config as --configfile would
     (as an edit of that config: into its results folder); `trains_alone` (a cell's empty

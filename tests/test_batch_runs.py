@@ -3,12 +3,11 @@ or changed cells; the cells a batch's job trains ask for no GPU when they run (a
 scheduler gave it, from its log); reruns forced or caused by recomputed NADs train together."""
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import snakemake
+from helpers import jobs_run, snakemake
 
 CONFIG = {
     "architectures": {"lenet": {}},
@@ -24,19 +23,6 @@ CONFIG = {
 }
 
 
-def _jobs(console: str) -> list[tuple[str, str, int | None]]:
-    """(rule, output or wildcards, gpu) of every job the run executed, from Snakemake's log."""
-    out = []
-    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", console):
-        head = re.search(r"^(?:local)?rule (\w+):", block, re.M)
-        if not head:
-            continue
-        wild = re.search(r"^\s+wildcards: (.*)$", block, re.M)
-        gpu = re.search(r"^\s+resources: .*gpu=(\d+)", block, re.M)
-        out.append((head[1], wild[1] if wild else "", int(gpu[1]) if gpu else None))
-    return out
-
-
 class Study:
     """A tiny NAD-pair study of LeNet in a folder, run for real, its config edited between runs."""
 
@@ -46,7 +32,7 @@ class Study:
     def run(self, *args: str) -> list[tuple[str, str, int | None]]:
         (self.folder / "config.yaml").write_text(yaml.safe_dump(self.config))
         res = snakemake(self.folder, "--cores", "2", *self.records(), *args)
-        return _jobs(res.stdout + res.stderr)
+        return jobs_run(res.stdout + res.stderr)
 
     def records(self) -> list[str]:
         s = self.config["nad_pairs"]

@@ -6,7 +6,6 @@ into a folder and merges."""
 
 import copy
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import planned, snakemake
+from helpers import jobs_run, planned, snakemake
 from standin import DEVICE, standin
 
 from nadpipe import config as nc
@@ -123,9 +122,7 @@ def _run(folder: Path, config: dict) -> list[str]:
     """Run the NAD job of `config` for real; the jobs it ran, as 'rule wildcards'."""
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     res = snakemake(folder, "--cores", "2", NADS)
-    out = res.stdout + res.stderr
-    job = r"^(?:local)?(?:rule|checkpoint) (\w+):\n(?:.*\n)*?\s+wildcards: (.*)$"
-    return [f"{m[1]} {m[2]}" for m in re.finditer(job, out, re.M)]
+    return [f"{rule} {wildcards}" for rule, wildcards, _ in jobs_run(res.stdout + res.stderr)]
 
 
 def _shard_times(folder: Path) -> dict[str, int]:

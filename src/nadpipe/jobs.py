@@ -107,19 +107,20 @@ def nads_job(
             "settings": None,
             "device": "file",
         }
+        networks = None
         say(f"NADs of {job.arch} read from {job.file}: {len(vectors)} NADs of d = {shape.d}")
     elif shards:
         g = nad_shards.gather(shards, job.model, job.settings)
-        n = len(g) // job.settings.n_points
-        say(f"NADs of {job.model.describe()} from {len(shards)} shard(s) of {n} networks")
-        art = nads_of(g, replace(job.settings, n_networks=n), shape, "cpu", advice=None)
-        art["networks"] = n  # until converged the job's n_networks is 0: the rounds decide
+        # until converged the job's n_networks is 0: the rounds decide, the shards say
+        networks = len(g) // job.settings.n_points
+        say(f"NADs of {job.model.describe()} from {len(shards)} shard(s) of {networks} networks")
+        art = nads_of(g, replace(job.settings, n_networks=networks), shape, "cpu", advice=None)
     else:
+        networks = job.settings.n_networks
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
         art = compute_nads(
             partial(models.build, job.model), job.settings, shape, device, advice=None, born=born
         )
-    networks = art.get("networks") or (art["settings"] or {}).get("n_networks")
     art.update(_nad_record(job), arch=job.arch, provenance=provenance(), networks=networks)
     if rounds:
         art["rounds"] = rounds

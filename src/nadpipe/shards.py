@@ -22,7 +22,6 @@ Torch is imported by the functions that compute: the plan (grid.Plan) reads `ran
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -125,11 +124,6 @@ def gather(paths: list[str], model: ModelSpec, settings: NadSettings) -> Any:
         out[row : row + len(g)] = g
         row += len(g)
     return out
-
-
-def networks(paths: list[str]) -> int:
-    """How many networks the shards at `paths` (FIRST-STOP.pt, from 0 on) hold, by their names."""
-    return max((int(os.path.basename(p).split(".")[0].split("-")[1]) for p in paths), default=0)
 
 
 def converged(g: Any, n_points: int, min_overlap: float) -> dict:
