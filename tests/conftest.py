@@ -19,6 +19,10 @@ import matplotlib  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402  (loads libgomp, which reads the setting above)
 
+# the stand-in accelerator: its import registers it, before any test's first backward pass
+# (where there is no CUDA: tests/standin.py says why)
+from standin import standin  # noqa: E402
+
 matplotlib.use("Agg")
 torch.set_num_threads(2)
 # the model checks that passed (nadpipe.verdicts): this session's own, shared by its processes
@@ -108,8 +112,6 @@ def train_here(monkeypatch, caplog):
     gets it; returns what it said."""
     import logging
     from contextlib import nullcontext
-
-    from standin import standin
 
     from nadpipe.backend import ENV
     from nadpipe.jobs import train_job

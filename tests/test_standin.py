@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 from helpers import MEASURED, relu_units_820f241, run_every_job
-from standin import DEVICE, DeviceMixError, Record, standin
+from standin import DEVICE, DeviceMixError, Record, require, standin
 from torch import nn
 
 from nadpipe.acceptance import DATA
@@ -26,7 +26,10 @@ from nadpipe.nads import compute_nads, draw_networks
 from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
 from nadpipe.train import applied, can_stack, train
 
-STANDIN = Backend(device="standin", batch_cells=4)
+
+@pytest.fixture(scope="module", autouse=True)
+def _stand_in():
+    require()  # every test here is of the stand-in (skipped where CUDA is: standin.WITH_CUDA)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def on_standin(micro_plan, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(out)
         with standin() as record:  # cells of stackable models by a batch's job, then claimed
-            found = run_every_job(micro_plan, out, STANDIN)
+            found = run_every_job(micro_plan, out, Backend(device="standin", batch_cells=4))
     return found, record
 
 
