@@ -7,10 +7,11 @@ Prints seconds per network for (a) a faithful re-implementation of the NAD paper
 method (per network: a new real module, the identity built again, one batch of x0 + h e_k and
 one of x0 - h e_k, 1 024 each, with autograd enabled; then PCA of the sensitivities), (b)
 nadpipe's `dipole` estimator (probes carried as windows, `nads.windowed`) one network after
-another, (b2) the same with a chunk of networks in each call (vmap; the default on a GPU), (b0)
-`windowed: false` (every probe through the whole network), (c) the `gradient` estimator (many
-networks at once, torch.func), and the ratios (a)/(b) and (a)/(c), all at the same network count
-(the gradient over more networks for LeNet). Then the distance to the limit: each method's
+another (the default), (b2) the same with a chunk of networks in each call (vmap: slower on a
+CPU and on an H100), (b0) `windowed: false` (every probe through the whole network, one network
+after another), (c) the `gradient` estimator (many networks at once, torch.func), and the
+ratios (a)/(b) and (a)/(c), all at the same network count (the gradient over more networks for
+LeNet). Then the distance to the limit: each method's
 arithmetic per network (FLOPs counted by torch.utils.flop_counter: 2d forward passes for the
 dipole, one forward and backward for the gradient) as a fraction of the rate of a float32
 4096 x 4096 matmul measured in the same run (TF32 off: the default, nadpipe.backend). The

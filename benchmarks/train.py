@@ -231,20 +231,21 @@ def main() -> None:
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     rate = matmul_rate(device)
     print(f"device: {name}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
-          f"float32 4096^2 matmul, measured now: {rate / 1e12:.2f} TFLOP/s")  # fmt: skip
+          f"float32 4096^2 matmul, measured now: {rate / 1e12:.2f} TFLOP/s",
+          flush=True)  # fmt: skip
     k = args.together or (32 if device.type == "cuda" else 8)
-    rows = []
-    for model in args.models:
-        small = model == "resnet18" and device.type == "cpu"
-        n = args.n or (512 if small else 10240 if device.type == "cpu" else 20480)
-        rows.append(bench_model(model, n, args.epochs, device, k if not small else 3))
     head = ["model", "samples", "(a) ref/s", "(b) single/s", "(c) 3-seed/s", f"(d) {k} cells/s",
             "(b)/(a)", "(d)/(a)"]  # fmt: skip
-    print("\n" + " ".join(f"{h:>14}" for h in head))
-    for r in rows:
+    print("\n" + " ".join(f"{h:>14}" for h in head), flush=True)
+    rows = []
+    for model in args.models:  # each row as it is measured: a run cut short still reports
+        small = model == "resnet18" and device.type == "cpu"
+        n = args.n or (512 if small else 10240 if device.type == "cpu" else 20480)
+        r = bench_model(model, n, args.epochs, device, k if not small else 3)
+        rows.append(r)
         rates = [f"{r[key]:.0f}" for key in ("ref", "single", "ensemble3", "together")]
         ratios = [f"{r[key] / r['ref']:.2f}" for key in ("single", "together")]
-        print(" ".join(f"{c:>14}" for c in [r["model"], r["n"], *rates, *ratios]))
+        print(" ".join(f"{c:>14}" for c in [r["model"], r["n"], *rates, *ratios]), flush=True)
     print("\nthe fraction of the measured float32 matmul rate the training reaches:")
     for r in rows:
         gf, b, d = r["flops"] / 1e9, r["flops"] * r["single"], r["flops"] * r["together"]

@@ -843,5 +843,12 @@ def test_the_micro_study_on_a_gpu(run, tmp_path, jobs_per_gpu):
     assert set(runs["cuda_visible_devices"]) == {"0"}
     cpu = pd.read_parquet(workdir / "results/nad_pairs/summary.parquet")
     key = ["arch", "nad_i", "nad_j", "split", "condition"]
-    diff = (df.set_index(key)["accuracy"] - cpu.set_index(key)["accuracy"]).abs()
-    assert diff.max() < 0.05, diff.sort_values().tail()  # the same findings as on the CPU
+    diff = (df.set_index(key)["accuracy"] - cpu.set_index(key)["accuracy"]).abs().reset_index()
+    # what can be equal: in a cell of one NAD twice (i == j) both channels carry the same
+    # direction, so which one a model reads is a coin that CUDA's other float rounding tosses
+    # again (LeNet's (0, 0) cell, one channel alone: 6.3 % apart from the CPU's on an H100 at
+    # 345f15e, every other row within 3 %); there only both channels together are compared
+    comparable = (diff["nad_i"] != diff["nad_j"]) | (diff["condition"] == "both")
+    assert comparable.sum() >= len(diff) // 2
+    worst = diff[comparable].sort_values("accuracy")
+    assert worst["accuracy"].max() < 0.05, worst.tail()  # the same findings as on the CPU

@@ -114,7 +114,8 @@ def dipole_sensitivity(
     net: nn.Module, x0: torch.Tensor, step: float, batch_size: int
 ) -> torch.Tensor:
     """(n_points, d) central differences of the single logit at each x0 along every e_k,
-    every probe through the whole network, `batch_size` probes at a time."""
+    every probe through the whole network, `batch_size` probes at a time; on the network's
+    device."""
     device = next(net.parameters()).device
     rows = []
     for p in x0.to(device):
@@ -123,7 +124,7 @@ def dipole_sensitivity(
             [net(probes(p, step, a, min(a + batch_size, n)))[:, 0] for a in range(0, n, batch_size)]
         )
         rows.append(central_difference(f, step))
-    return torch.stack(rows).cpu()
+    return torch.stack(rows)
 
 
 def gradient_sensitivity(net: nn.Module, x0: torch.Tensor) -> torch.Tensor:
@@ -140,14 +141,6 @@ def dipole_plan(template: nn.Module, settings: NadSettings, shape: Shape, device
         return None
     coords, _ = dipole_probes(settings.step, shape, "cpu")  # planned on the CPU, then moved
     return WindowedDipole.plan(template, coords, shape.size, device)
-
-
-def together_on(device) -> bool:
-    """Whether the dipole evaluates a chunk of networks in one call (vmap over their stacked
-    parameters) rather than one network after another: on a GPU, where one small network
-    leaves the device idle; not on a CPU, where the per-network calls are as fast (measured:
-    docs/speed.md). The results agree up to float rounding (tests/test_nads.py)."""
-    return accelerated(device)
 
 
 def computation(name: str) -> Callable:
@@ -176,13 +169,15 @@ def batched_sensitivities(
     batch_size: int,
     plan: WindowedDipole | None = None,
     done: Callable[[int], object] = lambda n: None,
-    together: bool | None = None,
+    together: bool = False,
 ) -> torch.Tensor:
     """(n, n_points, d) sensitivities of the networks `nets` (one structure, eval mode) by the
-    estimator's computation (`computation`), the networks `together` in one call per chunk of
-    probes (default: `together_on` the device) or one after another. `done(k)` is told as k
-    more networks are done."""
-    together = together_on(x0.device) if together is None else together
+    estimator's computation (`computation`), the dipole's networks `together` in one call per
+    chunk of probes (vmap over their stacked parameters) or, by default, one after another.
+    One after another is the faster on every device measured (docs/speed.md): on an NVIDIA
+    H100 a chunk of 64 LeNets in one call took 1.6 times as long per network, 16 ResNet-18s
+    1.7 times; on the CPU the per-network calls are as fast. The two agree up to float
+    rounding (tests/test_nads.py). `done(k)` is told as k more networks are done."""
     return computation(estimator)(nets, x0, step, batch_size, plan, done, together)
 
 
@@ -205,7 +200,7 @@ def by_dipole(nets, x0, step, batch_size, plan, done, together) -> torch.Tensor:
         return out
     out = torch.stack([dipole_sensitivity(net, x0, step, batch_size) for net in nets])
     done(len(nets))
-    return out.to(x0.device)
+    return out
 
 
 def by_gradient(nets, x0, step, batch_size, plan, done, together) -> torch.Tensor:
@@ -271,20 +266,21 @@ def _dipole_together(base, params, buffers, x0, step, batch_size, plan) -> torch
     for point in x0:
         f = [chunk(point, a, min(a + per_call, total)) for a in range(0, total, per_call)]
         rows.append(central_difference(torch.cat(f, dim=1), step))  # (n, d)
-    return torch.stack(rows, dim=1).cpu()
+    return torch.stack(rows, dim=1)
 
 
 @torch.inference_mode()
 def _windowed_dipole(plan, nets, x0, step, batch_size, done) -> torch.Tensor:
     """(n, n_points, d) dipole sensitivities, one network after another (each one's 2d probes
-    in chunks of `batch_size`)."""
+    in chunks of `batch_size`), on x0's device: the caller copies a chunk's back at once (a
+    copy per network would make the host wait for each one)."""
     _, deltas = dipole_probes(step, Shape(*x0.shape[1:]), x0.device)
-    out = torch.empty(len(nets), len(x0), x0[0].numel(), dtype=torch.float64, device="cpu")
+    out = torch.empty(len(nets), len(x0), x0[0].numel(), dtype=torch.float64, device=x0.device)
     for i, net in enumerate(nets):
         for j, p in enumerate(x0):
             chunks = range(0, len(deltas), batch_size)
             f = torch.cat([plan(net, p, deltas, slice(a, a + batch_size)) for a in chunks])
-            out[i, j] = central_difference(f, step).cpu()
+            out[i, j] = central_difference(f, step)
         done(1)
     return out
 
@@ -295,7 +291,7 @@ def sample_sensitivities(
     shape: Shape,
     device: torch.device | str = "cpu",
     progress: bool = True,
-    together: bool | None = None,
+    together: bool = False,
     born: torch.device | str | None = None,
     first: int = 0,
 ) -> torch.Tensor:
@@ -433,7 +429,7 @@ def compute_nads(
     shape: Shape,
     device: torch.device | str = "cpu",
     progress: bool = True,
-    together: bool | None = None,
+    together: bool = False,
     advice: str | None = "raise NadSettings.n_networks (now {n})",
     born: torch.device | str | None = None,
 ) -> dict:
