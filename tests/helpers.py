@@ -77,9 +77,13 @@ def suggested(workdir: Path, *args: str) -> str:
 
 def jobs_run(console: str) -> list[tuple[str, str, int | None]]:
     """(rule, wildcards, gpu) of every job a real run executed, checkpoints included, from
-    Snakemake's console output."""
+    the Snakemake log its console names, else from the console. The log is Snakemake's alone;
+    the console also carries what the jobs' processes write, and once, in the full suite, it
+    gave a `train` job another gpu than the log of the same run (gpu=0 for all four there)."""
+    log = re.search(r"^Complete log\(s\): (\S+)$", console, re.M)
+    text = Path(log[1]).read_text() if log and Path(log[1]).is_file() else console
     out = []
-    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?(?:rule|checkpoint) )", console):
+    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?(?:rule|checkpoint) )", text):
         head = re.search(r"^(?:local)?(?:rule|checkpoint) (\w+):", block, re.M)
         if not head:
             continue

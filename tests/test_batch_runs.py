@@ -70,7 +70,7 @@ def test_batching_never_reruns_a_cell_and_batches_only_new_ones(study):
     assert len(trained) == 4 and all("seed=1" in w for w in trained)
     together = [(r, g) for r, _, g in jobs if r.startswith("train_together_")]
     assert len(together) == 2 and all(g == 1 for _, g in together)  # one GPU job per batch
-    assert all(g == 0 for r, _, g in jobs if r == "train")
+    assert all(g == 0 for r, _, g in jobs if r == "train"), jobs
     now = study.times()
     assert all(now[r] == t for r, t in before.items())  # the seed-0 cells untouched
     for r in now:
