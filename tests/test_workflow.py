@@ -147,6 +147,30 @@ def test_summary_parquet_holds_every_cell_condition_and_setting(run):
     )
 
 
+def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_path, monkeypatch):
+    # a socket's path binds up to about 100 bytes (Linux 107): the server of a results folder
+    # deeper than that failed to start (worker.log alone said so) and every job started cold,
+    # 2 to 4 s each (test_acceptance's run took 63 s for 18); it now listens in the temp folder
+    from nadpipe.runner import worker
+
+    monkeypatch.setenv(worker.ENV, "")  # restored after the test
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "results" / ".nadpipe"
+    server = worker.start(str(deep))
+    try:
+        path = os.environ[worker.ENV].rpartition(":")[0]
+        assert len(os.fsencode(path)) <= worker.MAX_SOCKET_PATH, path
+        code = ("import os; from nadpipe.runner import worker as w; "
+                "print(os.getpid(), w.run('os:getpid'))")  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        job, ran_in = map(int, out.stdout.split())
+        assert ran_in != job, (deep / "worker.log").read_text()  # a child of the warm server
+    finally:
+        server.terminate()
+        server.wait()
+    assert not os.path.exists(path)  # the server removes its socket
+
+
 def test_the_same_config_gives_byte_identical_results_with_or_without_the_warm_worker(
     run, tmp_path
 ):

@@ -235,11 +235,31 @@ def serve(path: str, owner: int) -> None:
             os.remove(path)
 
 
+# the longest socket path every system takes (sun_path: 108 bytes on Linux, 104 on macOS, with
+# its terminating NUL); a longer one fails to bind ("AF_UNIX path too long")
+MAX_SOCKET_PATH = 100
+
+
+def socket_path(directory: str) -> str:
+    """Where the server of this process listens: in `directory` (the results folder's
+    .nadpipe), or, where that path is too long for a socket (a results folder deep in the
+    tree: every job of such a run started cold, 2 to 4 s each, with the server's failure in
+    worker.log alone), in the temporary folder under a name made from it."""
+    path = os.path.abspath(os.path.join(directory, f"worker-{os.getpid()}.sock"))
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"nadpipe-worker-{digest}.sock")
+
+
 def start(directory: str = ".nadpipe") -> subprocess.Popen:
     """Start the server for this process's jobs and tell them where it is (the environment
     they inherit)."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.abspath(os.path.join(directory, f"worker-{os.getpid()}.sock"))
+    path = socket_path(directory)
     open(path + ".starting", "w").close()
     log = open(os.path.join(directory, "worker.log"), "w")  # noqa: SIM115
     proc = subprocess.Popen(
