@@ -152,6 +152,7 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
     # deeper than that failed to start (worker.log alone said so) and every job started cold,
     # 2 to 4 s each (test_acceptance's run took 63 s for 18); it now listens in the temp folder
     from nadpipe.runner import worker
+    from nadpipe.runner.runs import orphans
 
     monkeypatch.setenv(worker.ENV, "")  # restored after the test
     deep = tmp_path / ("d" * 60) / ("e" * 60) / "results" / ".nadpipe"
@@ -165,6 +166,8 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
         assert out.returncode == 0, out.stderr
         job, ran_in = map(int, out.stdout.split())
         assert ran_in != job, (deep / "worker.log").read_text()  # a child of the warm server
+        # and a killed run's next run still finds it by its folder (runs.orphans)
+        assert server.pid in orphans(str(deep.parent.parent), "results")
     finally:
         server.terminate()
         server.wait()

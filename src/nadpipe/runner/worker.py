@@ -262,8 +262,11 @@ def start(directory: str = ".nadpipe") -> subprocess.Popen:
     path = socket_path(directory)
     open(path + ".starting", "w").close()
     log = open(os.path.join(directory, "worker.log"), "w")  # noqa: SIM115
+    # the folder in its command line too, wherever the socket is: runs.orphans finds a killed
+    # run's server and its jobs by it
+    folder = os.path.abspath(directory)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nadpipe.runner.worker", path, str(os.getpid())],
+        [sys.executable, "-m", "nadpipe.runner.worker", path, str(os.getpid()), folder],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -273,4 +276,4 @@ def start(directory: str = ".nadpipe") -> subprocess.Popen:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(sys.argv[1], int(sys.argv[2]))  # sys.argv[3]: the folder, for runs.orphans
