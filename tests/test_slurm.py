@@ -55,7 +55,7 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(cluster, tmp_p
         str(tmp_path / "cpu.yaml"),
         # a 2-CPU node: two single-CPU jobs at a time (the evaluations' resources as the profile
         # sets them: a command line's --set-resources replaces the profile's); first status
-        # check after 1 s, then every 2 s
+        # check after 1 s (the plugin then adds 10 s per check that finds no job finished)
         "--set-resources",
         "nads:cpus_per_task=1",
         "nad_shard:cpus_per_task=1",
@@ -64,8 +64,6 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(cluster, tmp_p
         "evaluate:runtime=2",
         "--slurm-init-seconds-before-status-checks",
         "1",
-        "--seconds-between-status-checks",
-        "2",
     )
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     out = res.stdout + res.stderr
