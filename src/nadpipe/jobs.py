@@ -494,7 +494,7 @@ def evaluate_job(
     if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
     variant = REGISTRY[job.study].variant.parse(split_protocol(job.variant)[0])
-    df = _model_rows(job, trained, rows, splits, extra, (outcome, why), start)
+    df = _model_rows(job, variant, trained, rows, splits, extra, (outcome, why), start)
     atomic_write(table, partial(df.to_parquet, index=False))
 
     def write_arrays(tmp: str) -> None:
@@ -535,13 +535,20 @@ def _measures(job: EvalJob, net, on_device: dict, vectors) -> tuple[dict, dict]:
 
 
 def _model_rows(
-    job: EvalJob, trained: dict, rows: list, splits: dict, extra: dict, said: tuple, start: float
+    job: EvalJob,
+    variant,
+    trained: dict,
+    rows: list,
+    splits: dict,
+    extra: dict,
+    said: tuple,
+    start: float,
 ) -> pd.DataFrame:
-    """A model's rows of the summary (nadpipe.row): its key, settings, the training's record
-    (`trained`), its outcome (`said`: outcome, why) and measures."""
+    """A model's rows of the summary (nadpipe.row): its key, settings, its `variant` (parsed
+    from the job's), the training's record (`trained`), its outcome (`said`: outcome, why) and
+    measures."""
     outcome, why = said
-    inner, protocol = split_protocol(job.variant)
-    variant = REGISTRY[job.study].variant.parse(inner)
+    protocol = split_protocol(job.variant)[1]
     data = dict(job.data.settings)
     nads = job.nads
     return pd.DataFrame(

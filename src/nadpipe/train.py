@@ -279,10 +279,10 @@ def train(
     same `fingerprint` resumes from it: the result equals an uninterrupted run exactly on CPU.
     """
     if len(nets) > 1 and not stacks(nets, xs, settings):  # one after another, each its own
-        members = enumerate(zip(nets, xs, ys, orders, strict=True))
+        each = enumerate(zip(nets, xs, ys, orders, strict=True))
         return [train([net], x[None], y[None], settings, [o], checkpoint and f"{checkpoint}.{k}",
                       fingerprint and {**fingerprint, "member": k}, progress)[0]
-                for k, (net, x, y, o) in members]  # fmt: skip
+                for k, (net, x, y, o) in each]  # fmt: skip
     m, n = len(nets), xs.shape[1]
     device = xs.device
     members = _One(nets[0], settings, device) if m == 1 else _Stacked(nets, settings, device)
