@@ -82,3 +82,70 @@ def test_every_variant_declares_the_columns_it_writes():
             again = entry.variant.parse(cell.path)
             assert again == cell and again.path == cell.path
             assert list(again.columns()) == list(entry.variant.COLUMNS)
+
+
+# a training record as 0.10.1 wrote it (the JSON keys are kept): unset run facts were ""
+RECORD_0_10 = {
+    "study": "nad_pairs", "arch": "lenet", "variant": "i0_j1", "seed": 0,
+    "model": {"model": "lenet"}, "train": {"epochs": 2}, "applied": {"bf16": False,
+    "channels_last": False, "compile": False}, "data": {"eps1": 1.0}, "data_sha256": "ab",
+    "history": [{"epoch": 1, "loss": 0.7, "train_accuracy": 0.5},
+                {"epoch": 2, "loss": 0.25, "train_accuracy": 0.9}],
+    "test_accuracy": 0.875, "diverged": False, "diverged_epoch": None,
+    "trained_with_seeds": 1, "trained_together": 4, "cell_key": "c", "spec_key": "s",
+    "train_seconds": 1.5, "device": "cpu", "deterministic": False, "tf32": False,
+    "host": "h", "slurm_job_id": "", "cuda_visible_devices": "", "provenance": {"v": 1},
+}  # fmt: skip
+
+
+def test_the_training_record_fills_the_groups_it_declares():
+    from nadpipe.record import FACTS, OUTCOME, RUN, TrainingRecord
+
+    record = TrainingRecord.from_json(RECORD_0_10)
+    assert record.columns(OUTCOME) == {
+        "final_train_loss": 0.25,
+        "diverged": False,
+        "diverged_epoch": None,
+    }
+    assert record.columns(FACTS) == {
+        "device": "cpu",
+        "deterministic": False,
+        "tf32": False,
+        "bf16": False,
+        "channels_last": False,
+        "compile": False,
+    }
+    assert record.columns(RUN) == {
+        "train_seconds": 1.5,
+        "host": "h",
+        "slurm_job_id": None,
+        "cuda_visible_devices": None,
+    }
+    # ... which are the row's groups, less what the evaluation decides
+    for group, own in (
+        (OUTCOME, {"outcome", "outcome_reason"}),
+        (FACTS, set()),
+        (RUN, {"eval_seconds"}),
+    ):
+        declared = row.names(next(g for g in row.GROUPS if g.name == group))
+        assert set(declared) - own == set(record.columns(group)), group
+    # written back, the same keys (null where 0.10 wrote ""), read back equal
+    again = record.to_json()
+    assert set(again) == set(RECORD_0_10) and again["slurm_job_id"] is None
+    assert TrainingRecord.from_json(again) == record
+    assert "train loss 0.2500, train accuracy 0.900, test accuracy 0.875" in record.outcome_line()
+
+
+def test_a_fact_added_to_the_record_reaches_the_row_declaration(monkeypatch):
+    # the change cost of a recorded fact: one field in nadpipe.record, nothing in nadpipe.row
+    import dataclasses
+
+    from nadpipe import record
+
+    @dataclasses.dataclass(frozen=True)
+    class Wider(record.TrainingRecord):
+        peak_memory: float = record.column(record.FACTS, "MiB", "peak device memory", default=0.0)
+
+    monkeypatch.setattr(record, "TrainingRecord", Wider)
+    assert ("peak_memory", "MiB", "peak device memory") in record.declared(record.FACTS)
+    assert Wider.from_json(RECORD_0_10).columns(record.FACTS)["peak_memory"] == 0.0

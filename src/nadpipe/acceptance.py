@@ -56,8 +56,9 @@ def checkout() -> Path | None:
 
 
 def commit(root: Path) -> str:
-    res = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
     return res.stdout.strip() or "unknown"
 
 
@@ -122,8 +123,20 @@ def _snakemake(
     if nads_of is not None:
         config = with_nads_of(config, nads_of)
     (work / "micro.yaml").write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "-d",
-           str(work), "--configfile", str(work / "micro.yaml"), "--cores", "4", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(root / "Snakefile"),
+        "-d",
+        str(work),
+        "--configfile",
+        str(work / "micro.yaml"),
+        "--cores",
+        "4",
+        *extra,
+    ]
     start = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
     if res.returncode != 0:
@@ -188,51 +201,29 @@ print(getattr(jobs, target)(*args), flush=True)
 """
 
 
-def _resume(work: Path, batched: bool) -> str:
-    """Kill a CUDA training after its third epoch, run it again, compare with a whole run (two
-    cells trained together by a batch's job when `batched`)."""
+def _resume(work: Path, batched: bool, device: str = "cuda", n_train: int = 20000) -> str:
+    """Kill a training on `device` after its third epoch, run it again, compare with a whole run
+    (two cells trained together by a batch's job when `batched`)."""
     import pickle
 
     import torch
 
     from .backend import ENV, Backend
-    from .grid import TrainJob
     from .io import load_torch
-    from .settings import ModelSpec, Shape, TrainSettings
-    from .studies import REGISTRY, DataSpec
 
-    # a study whose data need neither NADs nor CIFAR-10: its first two cells, on 20 000 samples
-    name, entry = next((n, e) for n, e in REGISTRY.items() if not e.needs_nads | e.needs_cifar)
-    first, second = (v.path for v in entry.variants(entry.settings())[:2])
-    sizes = {"n_train": 20000, "n_test": 100}
-
-    def job(variant: str) -> TrainJob:
-        shape = Shape(1, 32, 32)
-        settings = tuple({**entry.data_settings(entry.settings(), "lenet"), **sizes}.items())
-        data = (DataSpec(name, variant, 0, shape, settings),)
-        return TrainJob(name, "lenet", variant, (0,), ModelSpec("lenet", {}, shape, 2),
-                        TrainSettings(epochs=12, lr_max=0.05), data, None,
-                        ("lenet", name, variant))  # fmt: skip
-
-    env = {**os.environ, ENV: Backend(device="cuda", deterministic=True).to_env()}
+    jobs = _resume_jobs(n_train)
+    env = {**os.environ, ENV: Backend(device=device, deterministic=True).to_env()}
     results = {}
     for run in ("whole", "killed"):
         here = work / run
         here.mkdir(parents=True, exist_ok=True)
         if batched:  # two cells by a batch's job, into their ahead files
             checkpoint, result = here / "batch.ckpt", here / "m.ahead"
-            call = (
-                "train_together_job",
-                (
-                    [job(first), job(second)],
-                    None,
-                    [str(result), str(here / "s.ahead")],
-                    str(checkpoint),
-                ),
-            )
+            aheads = [str(result), str(here / "s.ahead")]
+            call = ("train_together_job", (jobs, None, aheads, str(checkpoint)))
         else:
             checkpoint, result = here / "m.pt.ckpt", here / "m.pt"
-            call = ("train_job", (job(first), None, [str(result)], [str(here / "m.json")]))
+            call = ("train_job", (jobs[0], None, [str(result)], [str(here / "m.json")]))
         args = here / "args.pkl"
         args.write_bytes(pickle.dumps(call))
 
@@ -242,21 +233,7 @@ def _resume(work: Path, batched: bool) -> str:
             return subprocess.Popen(cmd, cwd=here, env=env, **pipe)
 
         if run == "killed":
-            proc = start()
-            deadline = time.time() + 300
-            while time.time() < deadline and proc.poll() is None:
-                try:  # the checkpoint itself: atomic_write's temporary files have other names
-                    if load_torch(checkpoint).get("done", 0) >= 3:
-                        break
-                except (OSError, RuntimeError, EOFError):  # not written yet
-                    pass
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGKILL)
-            out = proc.communicate()[0]
-            if proc.returncode != -signal.SIGKILL:
-                raise RuntimeError(
-                    f"the training to kill ended before its third epoch:\n{out[-3000:]}"
-                )
+            _kill_after_third_epoch(start(), checkpoint)
         proc = start()
         out = proc.communicate()[0]
         if proc.returncode != 0:
@@ -278,9 +255,55 @@ def _resume(work: Path, batched: bool) -> str:
     return f"bit-identical weights, trained_together {rb['trained_together']}, on {rb['device']}"
 
 
+def _resume_jobs(n_train: int) -> list:
+    """The resume step's trainings: the first two cells of a study whose data need neither NADs
+    nor CIFAR-10, LeNet on `n_train` samples for 12 epochs."""
+    from .grid import TrainJob
+    from .settings import ModelSpec, Shape, TrainSettings
+    from .studies import REGISTRY, DataSpec
+
+    name, entry = next((n, e) for n, e in REGISTRY.items() if not e.needs_nads | e.needs_cifar)
+    sizes = {"n_train": n_train, "n_test": 100}
+    shape = Shape(1, 32, 32)
+    settings = tuple({**entry.data_settings(entry.settings(), "lenet"), **sizes}.items())
+    return [
+        TrainJob(
+            name,
+            "lenet",
+            v.path,
+            (0,),
+            ModelSpec("lenet", {}, shape, 2),
+            TrainSettings(epochs=12, lr_max=0.05),
+            (DataSpec(name, v.path, 0, shape, settings),),
+            None,
+            ("lenet", name, v.path),
+        )
+        for v in entry.variants(entry.settings())[:2]
+    ]
+
+
+def _kill_after_third_epoch(proc: subprocess.Popen, checkpoint: Path) -> None:
+    """SIGKILL a training once its checkpoint says three epochs are done."""
+    from .io import load_torch
+
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        try:  # the checkpoint itself: atomic_write's temporary files have other names
+            if load_torch(checkpoint).get("done", 0) >= 3:
+                break
+        except (OSError, RuntimeError, EOFError):  # not written yet
+            pass
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    out = proc.communicate()[0]
+    if proc.returncode != -signal.SIGKILL:
+        raise RuntimeError(f"the training to kill ended before its third epoch:\n{out[-3000:]}")
+
+
 def _bench(root: Path, script: str, *args: str) -> str:
-    res = subprocess.run([sys.executable, str(root / "benchmarks" / script), *args],
-                         capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True
+    )
     if res.returncode != 0:
         raise RuntimeError(f"benchmarks/{script} failed:\n{res.stderr[-3000:]}")
     return res.stdout.strip()
@@ -299,8 +322,10 @@ def run(scratch: Path, say=print) -> int:
         say(plan_text())
         return 1
     if root is None:
-        say("nadpipe doctor --gpu runs from a checkout (pip install -e .): the workflow and the "
-            "benchmarks live there")  # fmt: skip
+        say(
+            "nadpipe doctor --gpu runs from a checkout (pip install -e .): the workflow and the "
+            "benchmarks live there"
+        )
         return 1
     name = torch.cuda.get_device_name(0)
     say(f"nadpipe doctor --gpu on {name}, commit {commit(root)}; scratch {scratch}")
@@ -333,12 +358,14 @@ def run(scratch: Path, say=print) -> int:
             elif step.startswith("resume"):
                 result = _resume(scratch / step, batched=step.endswith("batch"))
             elif step == "bench-nads":
-                result = _bench(root, "nads.py", "--models", "lenet", "resnet18", "--networks",
-                                "64")  # fmt: skip
+                result = _bench(
+                    root, "nads.py", "--models", "lenet", "resnet18", "--networks", "64"
+                )
             else:
                 # 4 096 samples a model (its default on a GPU, 20 480, ran past 97 s on an H100)
-                result = _bench(root, "train.py", "--models", "mlp", "lenet", "resnet18", "--n",
-                                "4096")  # fmt: skip
+                result = _bench(
+                    root, "train.py", "--models", "mlp", "lenet", "resnet18", "--n", "4096"
+                )
             ok = "pass"
         except Exception as e:  # noqa: BLE001 -- every step is reported, the others still run
             result, ok = str(e), "FAIL"

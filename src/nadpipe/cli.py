@@ -113,8 +113,11 @@ class Refused(Exception):
     """An argument the command refuses before any work; the message names the flag."""
 
 
-OUT_SUFFIXES = {".npy": "the NADs (rows = NADs)", ".npz": "the NADs as array 'nads'",
-                ".pt": "the whole artifact: NADs, eigenvalues, diagnostics"}  # fmt: skip
+OUT_SUFFIXES = {
+    ".npy": "the NADs (rows = NADs)",
+    ".npz": "the NADs as array 'nads'",
+    ".pt": "the whole artifact: NADs, eigenvalues, diagnostics",
+}
 
 
 def _writable(out: Path, suffixes: dict[str, str] = OUT_SUFFIXES) -> None:
@@ -150,10 +153,15 @@ def cmd_nads(args) -> int:
     from .shards import ShardError, gather
 
     settings = NadSettings(
-        estimator=args.estimator, step=args.step, n_networks=args.n_networks,
-        n_points=args.n_points, seed=args.seed, windowed=not args.no_windows, top_k=args.top_k,
+        estimator=args.estimator,
+        step=args.step,
+        n_networks=args.n_networks,
+        n_points=args.n_points,
+        seed=args.seed,
+        windowed=not args.no_windows,
+        top_k=args.top_k,
         networks_per_chunk=args.networks_per_chunk,
-    )  # fmt: skip
+    )
     spec = ModelSpec(args.model, args.kwargs, args.shape, 1, source_digest(args.model))
     out = Path(args.out) if args.out else None
     try:  # every argument before any work
@@ -196,15 +204,19 @@ def cmd_nads(args) -> int:
 def _shard_arguments(args) -> None:
     """Refuse shard flags that do not go together, before any work."""
     if (args.shards is None) != (args.networks_per_shard is None):
-        raise Refused("--shards DIR and --networks-per-shard N go together: the folder of the "
-                      "shards and how many networks each has")  # fmt: skip
+        raise Refused(
+            "--shards DIR and --networks-per-shard N go together: the folder of the "
+            "shards and how many networks each has"
+        )
     if args.shard is not None:
         if args.shards is None:
             raise Refused("--shard K needs --shards DIR and --networks-per-shard N")
         count = -(-args.n_networks // args.networks_per_shard)
         if args.shard >= count:
-            raise Refused(f"--shard {args.shard}: {args.n_networks} networks in shards of "
-                          f"{args.networks_per_shard} are shards 0 to {count - 1}")  # fmt: skip
+            raise Refused(
+                f"--shard {args.shard}: {args.n_networks} networks in shards of "
+                f"{args.networks_per_shard} are shards 0 to {count - 1}"
+            )
     elif args.out is None:
         raise Refused("--out FILE is needed (the NADs), unless --shard K computes one shard")
     if args.shards is not None:
@@ -236,8 +248,9 @@ def _nad_shards(args, spec, settings, device) -> list[str]:
             say(f"shard {k} (networks {first} to {stop - 1}): kept, {path}")
             continue
         say(f"shard {k} of {len(todo)} (networks {first} to {stop - 1})")
-        save_torch(compute(partial(build, spec), spec, settings, args.shape, first, stop,
-                           device), path)  # fmt: skip
+        save_torch(
+            compute(partial(build, spec), spec, settings, args.shape, first, stop, device), path
+        )
         say(f"wrote {path}")
     return paths
 
@@ -249,8 +262,10 @@ def _strict(args, kind: str) -> int:
     """0, or UNCONVERGED under --strict when the verdict is "not converged" or "unknown" (the
     result is written either way)."""
     if args.strict and kind in ("not converged", "unknown"):
-        print(f"nadpipe {args.command}: --strict: the NADs are {kind} (exit {UNCONVERGED})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"nadpipe {args.command}: --strict: the NADs are {kind} (exit {UNCONVERGED})",
+            file=sys.stderr,
+        )
         return UNCONVERGED
     return 0
 
@@ -264,8 +279,14 @@ def _save_nads(art: dict, spec, settings, out: Path) -> None:
 
     vectors = art["vectors"].numpy()
     if out.suffix == ".pt":
-        record = {"model": plain(spec), "settings": plain(settings), "file": None,
-                  "file_sha256": None, "arch": spec.model, "provenance": provenance()}  # fmt: skip
+        record = {
+            "model": plain(spec),
+            "settings": plain(settings),
+            "file": None,
+            "file_sha256": None,
+            "arch": spec.model,
+            "provenance": provenance(),
+        }
         save_torch({**art, **record}, out)
     else:  # through a file object: numpy would append its own suffix to a name
 
@@ -298,13 +319,17 @@ def cmd_plot_nads(args) -> int:
     except (ArtifactError, BasisError) as e:
         raise Refused(str(e)) from e
     if args.strict and art.get("split_half") is None:
-        raise Refused(f"--strict: {path} holds no convergence diagnostic (a basis, or NADs read "
-                      "from a file), so there is nothing to be strict about")  # fmt: skip
+        raise Refused(
+            f"--strict: {path} holds no convergence diagnostic (a basis, or NADs read "
+            "from a file), so there is nothing to be strict about"
+        )
     d = art["vectors"].shape[1]
     if args.shape:
         if args.shape.d != d:
-            raise Refused(f"--shape {','.join(map(str, args.shape))} has {args.shape.d} "
-                          f"coordinates, but the NADs of {path} have {d}")  # fmt: skip
+            raise Refused(
+                f"--shape {','.join(map(str, args.shape))} has {args.shape.d} "
+                f"coordinates, but the NADs of {path} have {d}"
+            )
         art["shape"] = list(args.shape)
     out = args.out or str(path.with_suffix(".png"))
     _writable(Path(out), {".png": "the figure", ".pdf": "the figure", ".svg": "the figure"})
@@ -335,8 +360,10 @@ def cmd_compare(args) -> int:
             rows = min(len(a), len(b))
             over = [k for k in args.k if k > rows]
             if over:
-                raise Refused(f"-k {' '.join(map(str, over))}: the bases have {len(a)} and "
-                              f"{len(b)} NADs, so k can be at most {rows}")  # fmt: skip
+                raise Refused(
+                    f"-k {' '.join(map(str, over))}: the bases have {len(a)} and "
+                    f"{len(b)} NADs, so k can be at most {rows}"
+                )
         result = compare(a, b, tuple(args.k or DEFAULT_KS))
         print(json.dumps(as_json(result)) if args.json else report(result, first=args.first))
     except BasisError as e:
@@ -363,8 +390,10 @@ def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
         if arch not in archs:
             raise Refused(f"--arch: {path} holds {', '.join(archs)}; say which ({args.arch!r}?)")
         if study not in comparable():
-            raise Refused(f"{path} is a {study} summary: versus compares the results of "
-                          f"{' or '.join(comparable())}")  # fmt: skip
+            raise Refused(
+                f"{path} is a {study} summary: versus compares the results of "
+                f"{' or '.join(comparable())}"
+            )
         return study, ours(df[df["arch"] == arch], study)
     study = args.study
     if study is None:
@@ -390,12 +419,16 @@ def cmd_versus(args) -> int:
         try:
             in_common(ref, series.index, args.reference)
         except ReferenceError as e:
-            raise Refused(str(e).replace(": no cell in common with the study", ": no cell in "
-                          f"common with {args.results}")) from e  # fmt: skip
+            raise Refused(
+                str(e).replace(
+                    ": no cell in common with the study", f": no cell in common with {args.results}"
+                )
+            ) from e
         results.append((name, agreement(series, ref)))
     if args.json:  # NaN (no correlation below 3 cells) as null
-        plain = [{"protocol": n, **{k: v if v == v else None for k, v in a.items()}}
-                 for n, a in results]  # fmt: skip
+        plain = [
+            {"protocol": n, **{k: v if v == v else None for k, v in a.items()}} for n, a in results
+        ]
         print(json.dumps({"study": args.study, "results": plain}))
     for name, a in [] if args.json else results:
         print(line(name, a))
@@ -413,9 +446,12 @@ def _version(name: str) -> str:
 NEEDED_BY = (
     ("pygments", "snakemake --report", "pip install -e . (a dependency of nadpipe)"),
     ("jinja2", "snakemake --report", "pip install -e . (through snakemake)"),
-    ("snakemake_executor_plugin_slurm", "snakemake --profile profiles/slurm",
-     "pip install -e '.[slurm]'"),
-)  # fmt: skip
+    (
+        "snakemake_executor_plugin_slurm",
+        "snakemake --profile profiles/slurm",
+        "pip install -e '.[slurm]'",
+    ),
+)
 
 
 def missing_packages() -> list[str]:
@@ -423,9 +459,11 @@ def missing_packages() -> list[str]:
     package, the command and how to install it."""
     import importlib.util
 
-    return [f"{module.replace('_', '-')}, which `{command}` needs: {how}"
-            for module, command, how in NEEDED_BY
-            if importlib.util.find_spec(module) is None]  # fmt: skip
+    return [
+        f"{module.replace('_', '-')}, which `{command}` needs: {how}"
+        for module, command, how in NEEDED_BY
+        if importlib.util.find_spec(module) is None
+    ]
 
 
 def cmd_doctor(args) -> int:
@@ -461,10 +499,19 @@ def cmd_doctor(args) -> int:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
     gpus = visible_gpus()
     slots = pool(slot_count(None, None, len(gpus)), gpus)
-    lines.append(f"GPU jobs of a workflow here (gpus.jobs_per_gpu 1, no --resources gpu=N): "
-                 f"{describe(slots)} (CUDA_VISIBLE_DEVICES {visible})")  # fmt: skip
-    for pkg in ("snakemake", "snakemake-executor-plugin-slurm", "pandas", "pyarrow",
-                "matplotlib", "jsonschema", "pygments"):  # fmt: skip
+    lines.append(
+        f"GPU jobs of a workflow here (gpus.jobs_per_gpu 1, no --resources gpu=N): "
+        f"{describe(slots)} (CUDA_VISIBLE_DEVICES {visible})"
+    )
+    for pkg in (
+        "snakemake",
+        "snakemake-executor-plugin-slurm",
+        "pandas",
+        "pyarrow",
+        "matplotlib",
+        "jsonschema",
+        "pygments",
+    ):
         lines.append(f"{pkg} {_version(pkg)}")
     lines += [f"MISSING: {line}" for line in missing_packages()]
     sinfo = shutil.which("sinfo")
@@ -512,15 +559,26 @@ def cmd_search(args) -> int:
     try:
         extra = shlex.split(args.snakemake)
     except ValueError as e:
-        raise Refused(f"--snakemake {args.snakemake!r}: cannot split it as a shell would "
-                      f"({e})") from None  # fmt: skip
+        raise Refused(
+            f"--snakemake {args.snakemake!r}: cannot split it as a shell would ({e})"
+        ) from None
     dry = [a for a in extra if a in ("-n", "--dry-run", "--dryrun") or a.startswith("--dry")]
     if dry:
-        raise Refused(f"--snakemake {dry[0]}: a search runs its rounds for real; "
-                      "`nadpipe search --dry-run` says what round 1 would run")  # fmt: skip
+        raise Refused(
+            f"--snakemake {dry[0]}: a search runs its rounds for real; "
+            "`nadpipe search --dry-run` says what round 1 would run"
+        )
     try:
-        s = ns.prepare(args.configfile, args.study, args.arch, args.axis, args.rounds,
-                       args.cores, extra, args.results)  # fmt: skip
+        s = ns.prepare(
+            args.configfile,
+            args.study,
+            args.arch,
+            args.axis,
+            args.rounds,
+            args.cores,
+            extra,
+            args.results,
+        )
     except ns.SearchError as e:
         raise Refused(str(e)) from None
     if args.dry_run:
@@ -560,8 +618,10 @@ def cmd_search(args) -> int:
     return 0
 
 
-STRICT = ("exit with status 3 when the NADs are not converged or their convergence is "
-          "unknown (the result is written all the same)")  # fmt: skip
+STRICT = (
+    "exit with status 3 when the NADs are not converged or their convergence is "
+    "unknown (the result is written all the same)"
+)
 AS_JSON = "print the result as one JSON document on stdout (for scripts)"
 
 
@@ -657,8 +717,11 @@ def _plot_nads_arguments(c: argparse.ArgumentParser) -> None:
         default=0.5,
         help="the convergence warning's threshold (0 to 1)",
     )
-    c.add_argument("--strict", action="store_true", help=STRICT + "; refused for a basis (.npy, "
-                   ".npz), which holds no convergence diagnostic")  # fmt: skip
+    c.add_argument(
+        "--strict",
+        action="store_true",
+        help=STRICT + "; refused for a basis (.npy, .npz), which holds no convergence diagnostic",
+    )
 
 
 def _compare_arguments(c: argparse.ArgumentParser) -> None:
@@ -672,8 +735,7 @@ def _compare_arguments(c: argparse.ArgumentParser) -> None:
         help="subspace sizes, each at most the smaller basis's NADs (default: those of "
         f"{' '.join(map(str, DEFAULT_KS))} that both bases have)",
     )
-    c.add_argument("--first", type=_at_least(0), default=10,
-                   help="matching NADs listed one by one")  # fmt: skip
+    c.add_argument("--first", type=_at_least(0), default=10, help="matching NADs listed one by one")
     c.add_argument("--json", action="store_true", help=AS_JSON)
 
 
@@ -686,17 +748,25 @@ def _versus_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--column-b", help="the accuracy column of REFERENCE when it is a CSV")
     from .references import comparable
 
-    c.add_argument("--study", choices=comparable(),
-                   help="what two CSVs hold (a summary says it itself)")  # fmt: skip
+    c.add_argument(
+        "--study", choices=comparable(), help="what two CSVs hold (a summary says it itself)"
+    )
     c.add_argument("--index", default="index", help="a CSV's NAD-index column (default index)")
     c.add_argument("--a", default="x", help="a CSV's frequency-a column (default x)")
     c.add_argument("--b", default="y", help="a CSV's frequency-b column (default y)")
-    c.add_argument("--offset", type=bounded_int(-FREQUENCY_BOUND, FREQUENCY_BOUND), default=0,
-                   help="added to a CSV's frequencies (-8 for the NAD paper's "
-                   "dft_accuracies.csv)")  # fmt: skip
-    c.add_argument("--scale", type=bounded_int(1, FREQUENCY_BOUND), default=1,
-                   help="multiplies a CSV's frequencies after --offset, into cycles per image "
-                   "(2 for dft_accuracies.csv)")  # fmt: skip
+    c.add_argument(
+        "--offset",
+        type=bounded_int(-FREQUENCY_BOUND, FREQUENCY_BOUND),
+        default=0,
+        help="added to a CSV's frequencies (-8 for the NAD paper's dft_accuracies.csv)",
+    )
+    c.add_argument(
+        "--scale",
+        type=bounded_int(1, FREQUENCY_BOUND),
+        default=1,
+        help="multiplies a CSV's frequencies after --offset, into cycles per image "
+        "(2 for dft_accuracies.csv)",
+    )
     c.add_argument("--json", action="store_true", help=AS_JSON)
 
 
@@ -716,22 +786,42 @@ def _doctor_arguments(c: argparse.ArgumentParser) -> None:
 
 def _search_arguments(c: argparse.ArgumentParser) -> None:
     """The arguments of `nadpipe search`."""
-    c.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
-                   help="the config files to start from, as Snakemake takes them (over "
-                   "./config.yaml)")  # fmt: skip
-    c.add_argument("--study", required=True, help="a study with `references` (single_direction, "
-                   "fourier)")  # fmt: skip
-    c.add_argument("--arch", required=True, help="the architecture whose fit is searched "
-                   "(its STUDY.references entry)")  # fmt: skip
-    c.add_argument("--axis", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a key and its coarse values, repeatable: a data key of the study "
-                   "(sigma, eps, n_train, ...) or train.NAME (train.epochs=10,20,40)")  # fmt: skip
-    c.add_argument("--rounds", type=int, default=3, help="at most this many rounds, the "
-                   "coarse sweep included (default 3)")  # fmt: skip
+    c.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="the config files to start from, as Snakemake takes them (over ./config.yaml)",
+    )
+    c.add_argument(
+        "--study", required=True, help="a study with `references` (single_direction, fourier)"
+    )
+    c.add_argument(
+        "--arch",
+        required=True,
+        help="the architecture whose fit is searched (its STUDY.references entry)",
+    )
+    c.add_argument(
+        "--axis",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a key and its coarse values, repeatable: a data key of the study "
+        "(sigma, eps, n_train, ...) or train.NAME (train.epochs=10,20,40)",
+    )
+    c.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="at most this many rounds, the coarse sweep included (default 3)",
+    )
     c.add_argument("--cores", default="all", help="Snakemake's --cores (default all)")
-    c.add_argument("--snakemake", default="", metavar="ARGS",
-                   help="more Snakemake options, quoted: '--profile profiles/slurm', "
-                   "'--resources gpu=4'")  # fmt: skip
+    c.add_argument(
+        "--snakemake",
+        default="",
+        metavar="ARGS",
+        help="more Snakemake options, quoted: '--profile profiles/slurm', '--resources gpu=4'",
+    )
     c.add_argument(
         "--dry-run",
         "-n",
@@ -739,8 +829,9 @@ def _search_arguments(c: argparse.ArgumentParser) -> None:
         help="print what round 1 would "
         "run (Snakemake's dry run: jobs per rule) and stop; writes no result",
     )
-    c.add_argument("--results", help="the results folder, a name (default: "
-                   "results-search-STUDY-ARCH)")  # fmt: skip
+    c.add_argument(
+        "--results", help="the results folder, a name (default: results-search-STUDY-ARCH)"
+    )
 
 
 SEARCH = (
@@ -759,17 +850,33 @@ def _commands() -> list[tuple]:
     adds its arguments)."""
     return [  # a table: one subcommand a line
         ("nads", "Compute the NADs of a registry or user model.", cmd_nads, _nads_arguments),
-        ("plot-nads", "Draw the NAD figure of an artifact (.pt) or a basis (.npy).", cmd_plot_nads,
-         _plot_nads_arguments),
-        ("compare", "Subspace overlaps and matching |cosines| of two NAD bases.", cmd_compare,
-         _compare_arguments),
+        (
+            "plot-nads",
+            "Draw the NAD figure of an artifact (.pt) or a basis (.npy).",
+            cmd_plot_nads,
+            _plot_nads_arguments,
+        ),
+        (
+            "compare",
+            "Subspace overlaps and matching |cosines| of two NAD bases.",
+            cmd_compare,
+            _compare_arguments,
+        ),
         ("versus", VERSUS, cmd_versus, _versus_arguments),
-        ("doctor", "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.",
-         cmd_doctor, _doctor_arguments),
-        ("config", "Print every config key with its default and meaning (markdown).", cmd_config,
-         None),
+        (
+            "doctor",
+            "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.",
+            cmd_doctor,
+            _doctor_arguments,
+        ),
+        (
+            "config",
+            "Print every config key with its default and meaning (markdown).",
+            cmd_config,
+            None,
+        ),
         ("search", SEARCH, cmd_search, _search_arguments),
-    ]  # fmt: skip
+    ]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -785,12 +892,24 @@ def parser() -> argparse.ArgumentParser:
     # -q / -v before or after the subcommand: the subcommand's own copy sets it only if given
     def verbosity(parser: argparse.ArgumentParser, default) -> None:
         loud = parser.add_mutually_exclusive_group()
-        loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
-                          default=default,
-                          help="say only warnings and errors on stderr (no progress)")  # fmt: skip
-        loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
-                          default=default,
-                          help="also debug lines (each chunk of networks, timings)")  # fmt: skip
+        loud.add_argument(
+            "-q",
+            "--quiet",
+            dest="verbosity",
+            action="store_const",
+            const=-1,
+            default=default,
+            help="say only warnings and errors on stderr (no progress)",
+        )
+        loud.add_argument(
+            "-v",
+            "--verbose",
+            dest="verbosity",
+            action="store_const",
+            const=1,
+            default=default,
+            help="also debug lines (each chunk of networks, timings)",
+        )
 
     verbosity(p, 0)
     talk = argparse.ArgumentParser(add_help=False)
@@ -798,9 +917,14 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, func):
-        c = sub.add_parser(name, help=help, description=help, parents=[talk],
-                           epilog=f"example:\n  {EXAMPLES[name]}",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        c = sub.add_parser(
+            name,
+            help=help,
+            description=help,
+            parents=[talk],
+            epilog=f"example:\n  {EXAMPLES[name]}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         c.set_defaults(func=func)
         return c
 

@@ -29,9 +29,14 @@ def margin_band(angle: float) -> float:
 
 
 # a cell's verdict (cell_verdicts) in words: the findings and the report's summary page
-VERDICTS = {"lower": "the lower NAD index", "higher": "the higher NAD index",
-            "margin": "by margin", "same": "i = j", "edge": "at the edge of learning",
-            "not learned": "not learned"}  # fmt: skip
+VERDICTS = {
+    "lower": "the lower NAD index",
+    "higher": "the higher NAD index",
+    "margin": "by margin",
+    "same": "i = j",
+    "edge": "at the edge of learning",
+    "not learned": "not learned",
+}
 
 
 def _learned(part: pd.DataFrame) -> pd.Series:
@@ -39,8 +44,10 @@ def _learned(part: pd.DataFrame) -> pd.Series:
     is clearly above chance: at_chance on the test set's size, 2 classes) and has an angle."""
     ok = part["outcome"] == "learned" if "outcome" in part else part["accuracy"].notna()
     if "n_test" in part:
-        above = [not at_chance(a, int(n), 2) for a, n in zip(part["accuracy"], part["n_test"],
-                                                                 strict=True)]  # fmt: skip
+        above = [
+            not at_chance(a, int(n), 2)
+            for a, n in zip(part["accuracy"], part["n_test"], strict=True)
+        ]
         ok = ok & pd.Series(above, index=part.index)
     return ok & part["reliance_deg"].notna()
 
@@ -75,10 +82,20 @@ def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
             verdict = "lower" if (sides == {1}) == (i < j) else "higher"
         # how far each learned seed is from the channel it relied on alone (0° or 90°)
         alone = float(angles.map(lambda a: a if a < 45 else 90 - a).max()) if len(angles) else 0
-        rows.append({"arch": arch, "nad_i": i, "nad_j": j, "seeds": len(part),
-                     "learned": int(learned.sum()), "verdict": verdict,
-                     "reliance_min": angles.min(), "reliance_max": angles.max(),
-                     "from_channel": alone, "margin_deg": m})  # fmt: skip
+        rows.append(
+            {
+                "arch": arch,
+                "nad_i": i,
+                "nad_j": j,
+                "seeds": len(part),
+                "learned": int(learned.sum()),
+                "verdict": verdict,
+                "reliance_min": angles.min(),
+                "reliance_max": angles.max(),
+                "from_channel": alone,
+                "margin_deg": m,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -97,8 +114,11 @@ def pair_findings(df: pd.DataFrame) -> list[str]:
         n = len(off)
         head = f"{arch} ({seeds} seed{'s' if seeds > 1 else ''} per cell): "
         if not n:  # both channels carry the same NAD in every cell: no choice between NADs
-            out.append(head + "no cell with i ≠ j, so no choice between NAD indices to report"
-                       + _margin_part(part, len(part), "cells"))  # fmt: skip
+            out.append(
+                head
+                + "no cell with i ≠ j, so no choice between NAD indices to report"
+                + _margin_part(part, len(part), "cells")
+            )
             continue
         counts = off["verdict"].value_counts()
         parts = []
@@ -106,10 +126,12 @@ def pair_findings(df: pd.DataFrame) -> list[str]:
             cells_of = off[off["verdict"] == side]
             if len(cells_of):
                 every = "every seed, " if seeds > 1 else ""
-                parts.append(f"relied on the channel of the {side} NAD index in {len(cells_of)} "
-                             f"of {n} cells with i ≠ j ({every}each within "
-                             f"{cells_of['from_channel'].max():.1f}° of that channel "
-                             "alone)")  # fmt: skip
+                parts.append(
+                    f"relied on the channel of the {side} NAD index in {len(cells_of)} "
+                    f"of {n} cells with i ≠ j ({every}each within "
+                    f"{cells_of['from_channel'].max():.1f}° of that channel "
+                    "alone)"
+                )
         margin = _margin_part(off, n, "cells with i ≠ j")
         if margin:
             parts.append(margin.removeprefix("; "))
@@ -119,11 +141,11 @@ def pair_findings(df: pd.DataFrame) -> list[str]:
             parts.append(f"at the edge of learning (its seeds disagree) in {len(edge)}: {where}")
         dead = int(counts.get("not learned", 0))
         if dead:
-            parts.append(f"not learned by any seed in {dead} (test accuracy not clearly above "
-                         "chance)")  # fmt: skip
+            parts.append(
+                f"not learned by any seed in {dead} (test accuracy not clearly above chance)"
+            )
         if seeds == 1:
-            parts.append("with one seed per cell no cell can be told to be at the edge of "
-                         "learning")  # fmt: skip
+            parts.append("with one seed per cell no cell can be told to be at the edge of learning")
         behaviour = _behaviour(counts, n)
         out.append(head + behaviour + "; ".join(parts))
     return out
@@ -143,11 +165,13 @@ def _margin_part(cells: pd.DataFrame, n: int, what: str) -> str:
         return ""
     m = float(by["margin_deg"].iloc[0])
     lo, hi = f"{by['reliance_min'].min():.1f}", f"{by['reliance_max'].max():.1f}"
-    return (f"; weighed the channels by their margins in {len(by)} of {n} {what}, whatever "
-            f"their NAD indices: reliance angle {lo if lo == hi else f'{lo}–{hi}'}° against "
-            f"atan(ε2/ε1) = {m:.1f}° (the angle of a "
-            f"predictor that weighs each channel by its margin; within ±{margin_band(m):.1f}°, "
-            "half the way to either channel alone)")  # fmt: skip
+    return (
+        f"; weighed the channels by their margins in {len(by)} of {n} {what}, whatever "
+        f"their NAD indices: reliance angle {lo if lo == hi else f'{lo}–{hi}'}° against "
+        f"atan(ε2/ε1) = {m:.1f}° (the angle of a "
+        f"predictor that weighs each channel by its margin; within ±{margin_band(m):.1f}°, "
+        "half the way to either channel alone)"
+    )
 
 
 def rank_findings(df: pd.DataFrame, key: str) -> list[str]:

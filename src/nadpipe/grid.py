@@ -33,7 +33,7 @@ from .paths import (
     SIGNATURES,
     SUMMARY,
     SUMMARY_TABLE,
-)  # fmt: skip
+)
 from .provenance import source_digest
 from .settings import AnalysisSettings, CifarData, ModelSpec, NadBands, NadSettings, TrainSettings
 from .settings import plain as settings_plain
@@ -220,9 +220,12 @@ class Plan:
         shard size, the threshold and the ceiling. (Nothing read from disk: a goal that
         depended on the rounds would change after the run that computes them.)"""
         nc = self.cfg.nad_config(arch)
-        return {"shards_of": settings_plain(self.nad_shard_job(arch, 0, 0).nads),
-                "ceiling": nc.n_networks, "networks_per_shard": nc.networks_per_shard,
-                "min_overlap_top10": nc.min_overlap_top10}  # fmt: skip
+        return {
+            "shards_of": settings_plain(self.nad_shard_job(arch, 0, 0).nads),
+            "ceiling": nc.n_networks,
+            "networks_per_shard": nc.networks_per_shard,
+            "min_overlap_top10": nc.min_overlap_top10,
+        }
 
     def model_spec(self, study: str, arch: str) -> ModelSpec:
         a = self.cfg.arch(arch)
@@ -239,8 +242,9 @@ class Plan:
         settings = tuple(entry.data_settings(s.with_protocol(protocol), arch).items())
         if study not in self._codes:  # read once per plan: a large grid has many cells
             self._codes[study] = study_code(study)
-        return DataSpec(study, inner, seed, self.cfg.nad_shape(arch), settings, cifar,
-                        self._codes[study])  # fmt: skip
+        return DataSpec(
+            study, inner, seed, self.cfg.nad_shape(arch), settings, cifar, self._codes[study]
+        )
 
     def stream(self, study: str, arch: str, variant: str) -> tuple:
         """A cell's random-stream key: the same initialisation and batch order under every

@@ -176,14 +176,3 @@ STUDIES_ENV = "NADPIPE_STUDIES"  # modules that register studies of their own, c
 # the config's study_modules, set by the Snakefile for its jobs (comma-separated)
 RUN_STUDIES_ENV = "NADPIPE_RUN_STUDY_MODULES"
 REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
-
-
-def run_facts() -> dict:
-    """Where a job ran: host, SLURM job id (empty outside SLURM), the GPU it was given."""
-    import platform
-
-    return {
-        "host": platform.node(),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-    }

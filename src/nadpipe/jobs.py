@@ -31,7 +31,6 @@ from .io import (
     load_parquet,
     load_torch,
     rebuild_command,
-    run_facts,
     save_json,
     save_torch,
     snakemake_command,
@@ -39,6 +38,7 @@ from .io import (
 from .log import say, warn
 from .nads import NadError, compute_nads, nads_of, overlaps_line
 from .provenance import provenance
+from .record import FACTS, OUTCOME, RUN, Applied, TrainingRecord, Where
 from .runner import slots
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
@@ -172,9 +172,14 @@ def nad_shard_job(
     start = time.perf_counter()
     say(f"NADs of {nads.model.describe()}: networks {job.first} to {job.stop - 1} on {device}")
     shard = nad_shards.compute(
-        partial(models.build, nads.model), nads.model, nads.settings, nads.model.shape,
-        job.first, job.stop, device,
-    )  # fmt: skip
+        partial(models.build, nads.model),
+        nads.model,
+        nads.settings,
+        nads.model.shape,
+        job.first,
+        job.stop,
+        device,
+    )
     if not torch.isfinite(shard["sensitivities"]).all():
         raise NadError(
             f"the input sensitivities of networks {job.first} to {job.stop - 1} of {nads.arch} "
@@ -183,8 +188,17 @@ def nad_shard_job(
         )
     save_torch(shard, pt)
     seconds = time.perf_counter() - start
-    save_json({"arch": nads.arch, "first": job.first, "stop": job.stop, "key": shard["key"],
-               "seconds": seconds, "provenance": shard["provenance"]}, summary)  # fmt: skip
+    save_json(
+        {
+            "arch": nads.arch,
+            "first": job.first,
+            "stop": job.stop,
+            "key": shard["key"],
+            "seconds": seconds,
+            "provenance": shard["provenance"],
+        },
+        summary,
+    )
     line = f"NAD shard of {nads.arch}: networks {job.first} to {job.stop - 1} in {seconds:.1f}s"
     say(line)
     return line
@@ -272,10 +286,9 @@ def train_job(
     if ahead and os.path.getsize(ahead) > 0:
         record, why = _claim(job, ahead, inputs or [], model_outs[0], record_outs[0])
         if record is not None:
-            together = record["trained_together"]
             return (
-                f"train {name}: {_outcome_line(record)} (trained on {record['device']} with "
-                f"{together - 1} other cell(s) by its batch's job; claimed)"
+                f"train {name}: {record.outcome_line()} (trained on {record.device} with "
+                f"{record.trained_together - 1} other cell(s) by its batch's job; claimed)"
             )
         warn(f"{ahead}: {why}; training this cell alone (it was given no GPU slot)")
     else:
@@ -287,15 +300,15 @@ def train_job(
         results = _train(members, nads_path, device, backend, f"{model_outs[0]}.ckpt")
     for (state, record), model, path in zip(results, model_outs, record_outs, strict=True):
         save_torch(state, model)
-        save_json(record, path)
-    ends = "; ".join(_outcome_line(r) for _, r in results)
+        save_json(record.to_json(), path)
+    ends = "; ".join(r.outcome_line() for _, r in results)
     unclaimed = f"; not its batch's result, {why}" if why else ""
     return f"train {name}: {ends} (on {device}{unclaimed})"
 
 
 def _claim(
     job: TrainJob, ahead: str, inputs: list[str], model: str, record: str
-) -> tuple[dict | None, str | None]:
+) -> tuple[TrainingRecord | None, str | None]:
     """Move the result trained ahead in `ahead` to the cell's outputs: (its record, None), or
     (None, why it cannot be claimed: trained for another spec or library source, or on other
     inputs)."""
@@ -303,19 +316,20 @@ def _claim(
     from .train import TrainingDiverged
 
     found = load_torch(ahead)
-    if found["record"].get("cell_key") != cell_key(job):
+    if found["record"].get("cell_key") != cell_key(job):  # raw: an older version's file too
         return None, "trained for another spec or library source than this cell's"
     if found["inputs_sha256"] != inputs_sha256(inputs):
         return None, "trained on other NADs or CIFAR-10 files than this cell reads now"
-    if found["record"]["diverged"] and job.train.fail_on_divergence:
+    trained = TrainingRecord.from_json(found["record"])
+    if trained.diverged and job.train.fail_on_divergence:
         raise TrainingDiverged(
             f"{job.arch} {job.variant} s{job.seeds[0]}: training diverged in epoch "
-            f"{found['record']['diverged_epoch']} in its batch (train.fail_on_divergence is "
-            f"set; the other cells of the batch are unaffected)"
+            f"{trained.diverged_epoch} in its batch (train.fail_on_divergence is set; the other "
+            f"cells of the batch are unaffected)"
         )
     save_torch(found["state"], model)
-    save_json(found["record"], record)
-    return found["record"], None
+    save_json(trained.to_json(), record)
+    return trained, None
 
 
 def train_together_job(
@@ -340,8 +354,8 @@ def train_together_job(
         device = setup(backend)
         results = _train_halving([Member(j) for j in jobs], nads_path, device, backend, checkpoint)
     for (state, record), ahead in zip(results, aheads, strict=True):
-        save_torch({"state": state, "record": record, "inputs_sha256": digest}, ahead)
-    diverged = sum(r["diverged"] for _, r in results)
+        save_torch({"state": state, "record": record.to_json(), "inputs_sha256": digest}, ahead)
+    diverged = sum(r.diverged for _, r in results)
     note = f", {diverged} diverged (recorded in their own results)" if diverged else ""
     return f"trained {len(jobs)} cells together on {device}{note}"
 
@@ -367,15 +381,6 @@ def _train_halving(members, nads_path, device, backend, checkpoint):
         ]
 
 
-def _outcome_line(record: dict) -> str:
-    end = record["history"][-1]
-    line = (
-        f"train loss {end['loss']:.4f}, train accuracy {end['train_accuracy']:.3f}, "
-        f"test accuracy {record['test_accuracy']:.3f}"
-    )
-    return line + (f", DIVERGED in epoch {record['diverged_epoch']}" if record["diverged"] else "")
-
-
 def _train(
     members: list[Member],
     nads_path: str | None,
@@ -383,7 +388,7 @@ def _train(
     backend: Backend,
     checkpoint: str,
     keep_going: bool = False,
-) -> list[tuple[dict, dict]]:
+) -> list[tuple[dict, TrainingRecord]]:
     """Train `members` (cells' seeds that share a model and a protocol) as one ensemble; say each
     one's final loss and accuracies; return each one's weights (on the CPU) and record.
     `keep_going`: a diverging member is recorded, whatever train.fail_on_divergence says."""
@@ -391,8 +396,9 @@ def _train(
 
     first = members[0].job
     settings = replace(first.train, fail_on_divergence=False) if keep_going else first.train
-    splits, _ = _build_data(first.study, [m.job.data[m.index] for m in members], nads_path,
-                            first.nads)  # fmt: skip
+    splits, _ = _build_data(
+        first.study, [m.job.data[m.index] for m in members], nads_path, first.nads
+    )
     sums = [checksum(s) for s in splits]
     xs = torch.stack([s["train"][0] for s in splits]).to(device)  # (members, n, C, H, W)
     ys = torch.stack([s["train"][1] for s in splits]).to(device)
@@ -422,31 +428,31 @@ def _train(
         at = diverged_epoch(history)
         x_test, y_test = (t.to(device) for t in split["test"])
         test_acc = float("nan") if at else accuracy_and_loss(net, x_test, y_test)[0]
-        record = {
-            "study": m.job.study,
-            "arch": m.job.arch,
-            "variant": m.job.variant,
-            "seed": m.job.seeds[m.index],
-            "model": plain(m.job.model),
-            "train": plain(m.job.train),
-            "applied": ran,  # of bf16, channels_last, compile: what took effect
-            "data": dict(m.job.data[m.index].settings),
-            "data_sha256": digest,
-            "history": history,
-            "test_accuracy": test_acc,
-            "diverged": at is not None,
-            "diverged_epoch": at,
-            "trained_with_seeds": len(m.job.seeds),
-            "trained_together": len(members),
-            "cell_key": cell_key(m.job) if len(m.job.seeds) == 1 else None,
-            "spec_key": spec_key(m.job),
-            "train_seconds": seconds,
+        record = TrainingRecord(
+            study=m.job.study,
+            arch=m.job.arch,
+            variant=m.job.variant,
+            seed=m.job.seeds[m.index],
+            model=plain(m.job.model),
+            train=plain(m.job.train),
+            data=dict(m.job.data[m.index].settings),
+            data_sha256=digest,
+            history=history,
+            test_accuracy=test_acc,
+            spec_key=spec_key(m.job),
+            cell_key=cell_key(m.job) if len(m.job.seeds) == 1 else None,
+            trained_with_seeds=len(m.job.seeds),
+            trained_together=len(members),
+            provenance=provenance(),
+            diverged=at is not None,
+            diverged_epoch=at,
             **facts(device, backend),
-            **run_facts(),
-            "provenance": provenance(),
-        }
+            applied=Applied(**ran),
+            train_seconds=seconds,
+            where=Where.here(),
+        )
         out.append((net.state_dict(), record))  # to the CPU when written (io.save_torch)
-        say(f"{m.name}: {_outcome_line(record)}, {seconds:.1f} s/model")
+        say(f"{m.name}: {record.outcome_line()}, {seconds:.1f} s/model")
     for leftover in glob.glob(glob.escape(checkpoint) + "*"):  # the results are complete
         os.remove(leftover)
     return out
@@ -475,9 +481,9 @@ def evaluate_job(
     measures' arrays (cross-sections) as .npz."""
     job = typed(EvalJob, job) if isinstance(job, dict) else job
     device = setup(backend)
-    trained = load_json(record)  # the training's record
+    trained = TrainingRecord.from_json(load_json(record))
     (splits,), vectors = _build_data(job.study, [job.data], nads_path, job.nads)
-    if checksum(splits) != trained["data_sha256"]:
+    if checksum(splits) != trained.data_sha256:
         raise ArtifactError(
             f"{record}: the data rebuilt for evaluation differ from those the model was trained "
             f"on (CIFAR-10 files, NADs or torch changed?). Retrain it and everything made from it "
@@ -537,7 +543,7 @@ def _measures(job: EvalJob, net, on_device: dict, vectors) -> tuple[dict, dict]:
 def _model_rows(
     job: EvalJob,
     variant,
-    trained: dict,
+    trained: TrainingRecord,
     rows: list,
     splits: dict,
     extra: dict,
@@ -553,8 +559,13 @@ def _model_rows(
     nads = job.nads
     return pd.DataFrame(
         row.model_rows(
-            key={"study": job.study, "arch": job.arch, "variant": job.variant,
-                 "protocol": protocol or None, "seed": job.seed},
+            key={
+                "study": job.study,
+                "arch": job.arch,
+                "variant": job.variant,
+                "protocol": protocol or None,
+                "seed": job.seed,
+            },
             variant=variant.columns(),
             rows=rows,
             settings={
@@ -565,37 +576,24 @@ def _model_rows(
                 "nad_file": None if nads is None else nads.file or None,
             },
             data={k: v for k, v in data.items() if k not in ("n_train", "n_test")},
-            train=trained["train"],
+            train=trained.train,
             nads={} if nads is None else {f"nad_{k}": v for k, v in asdict(nads.settings).items()},
-            outcome={
-                "final_train_loss": trained["history"][-1]["loss"],
-                "diverged": trained["diverged"],
-                "diverged_epoch": trained["diverged_epoch"],  # None: did not diverge
-                "outcome": outcome,
-                "outcome_reason": why or None,
-            },
-            facts={
-                "device": trained["device"],
-                "deterministic": trained.get("deterministic", False),
-                "tf32": trained.get("tf32", False),
-                **trained.get("applied", {}),  # bf16, channels_last, compile as they ran
-            },
+            outcome={**trained.columns(OUTCOME), "outcome": outcome, "outcome_reason": why or None},
+            facts=trained.columns(FACTS),
             provenance=provenance(),
             measures=extra,
-            run={
-                "train_seconds": trained["train_seconds"],
-                "eval_seconds": time.perf_counter() - start,
-                **{k: trained.get(k) or None for k in run_facts()},  # as the training recorded
-            },
+            run={**trained.columns(RUN), "eval_seconds": time.perf_counter() - start},
         )
-    )  # fmt: skip
+    )
 
 
-def model_outcome(trained: dict, rows: list[dict], job: EvalJob, n: int) -> tuple[str, str]:
+def model_outcome(
+    trained: TrainingRecord, rows: list[dict], job: EvalJob, n: int
+) -> tuple[str, str]:
     """("learned" | "did not learn" | "diverged", why): a model whose training accuracy (every
     channel kept) is not above guessing cannot be read for its measures."""
-    if trained["diverged"]:
-        return "diverged", f"the training loss became {trained['history'][-1]['loss']}"
+    if trained.diverged:
+        return "diverged", f"the training loss became {trained.final_train_loss}"
     full = job.conditions[0][0]  # the first condition keeps every channel
     acc = next(r["accuracy"] for r in rows if r["split"] == "train" and r["condition"] == full)
     if at_chance(acc, n, job.model.classes):
@@ -618,8 +616,13 @@ def _with_references(df: pd.DataFrame, references: dict, axis: list[int] | None)
         published.append((ref / 100).rename("reference_accuracy").reset_index().assign(arch=arch))
         for protocol, mine in refs.ours(df[df["arch"] == arch], study).items():
             a = refs.agreement(mine, ref)
-            stats.append({"arch": arch, "protocol": protocol or None,
-                          **{f"reference_{k}": v for k, v in a.items()}})  # fmt: skip
+            stats.append(
+                {
+                    "arch": arch,
+                    "protocol": protocol or None,
+                    **{f"reference_{k}": v for k, v in a.items()},
+                }
+            )
             say(f"{arch} against {raw['file']}: {refs.line(protocol, a)}")
     df = df.merge(pd.concat(published), on=["arch", *keys], how="left")
     return df.merge(pd.DataFrame(stats), on=["arch", "protocol"], how="left")

@@ -483,10 +483,13 @@ def check_model(spec: ModelSpec) -> None:
         if not spec.kwargs or not _works(replace(spec, kwargs={})):
             raise
         key = next(
-            (k for k in spec.kwargs
-             if _works(replace(spec, kwargs={a: v for a, v in spec.kwargs.items() if a != k}))),
+            (
+                k
+                for k in spec.kwargs
+                if _works(replace(spec, kwargs={a: v for a, v in spec.kwargs.items() if a != k}))
+            ),
             None,
-        )  # fmt: skip
+        )
         value = f" ({key}={spec.kwargs[key]!r})" if key else ""
         raise KwargsError(f"{e}; it works without its kwargs{value}", key) from e
 

@@ -320,13 +320,21 @@ def sample_sensitivities(
             nets = [net.to(device) for net in nets]
         built = time.perf_counter()
         s = batched_sensitivities(
-            nets, x0, settings.estimator, settings.step, settings.batch_size, plan, bar.update,
+            nets,
+            x0,
+            settings.estimator,
+            settings.step,
+            settings.batch_size,
+            plan,
+            bar.update,
             together,
-        )  # fmt: skip
+        )
         rows = slice((start - first) * settings.n_points, (ks.stop - first) * settings.n_points)
         out[rows] = s.reshape(-1, shape.d).cpu()
-        debug(f"NADs: networks {ks.start}-{ks.stop - 1} built in {built - began:.2f} s, "
-              f"probed in {time.perf_counter() - built:.2f} s")  # fmt: skip
+        debug(
+            f"NADs: networks {ks.start}-{ks.stop - 1} built in {built - began:.2f} s, "
+            f"probed in {time.perf_counter() - built:.2f} s"
+        )
     bar.close()
     return out
 
@@ -443,8 +451,9 @@ def compute_nads(
     convergence verdict (nadpipe.convergence; a warning when not converged), `advice` saying
     what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
     whose figure job says it). `born`: where the networks are drawn (sample_sensitivities)."""
-    g = sample_sensitivities(as_network(build, shape, settings), settings, shape, device,
-                             progress, together, born)  # fmt: skip
+    g = sample_sensitivities(
+        as_network(build, shape, settings), settings, shape, device, progress, together, born
+    )
     return nads_of(g, settings, shape, device, progress, advice)
 
 

@@ -129,16 +129,24 @@ def _panel(ax, grid: pd.DataFrame, title: str, fmt: str, marks: Sequence[Mark] =
         if np.isfinite(val):
             level = norm(val) if not (log and val <= 0) else 0.0
             light = np.isfinite(level) and level < 0.6
-            ax.text(c, r, _number(val, fmt), ha="center", va="center", fontsize=8,
-                    color="white" if light else "black")  # fmt: skip
+            ax.text(
+                c,
+                r,
+                _number(val, fmt),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if light else "black",
+            )
     for mark in marks:
         bad = mark.cells.reindex_like(grid).fillna(False).to_numpy(bool)
         for (r, c), b in np.ndenumerate(bad):
             if b:
                 _hatch(ax, r, c, mark.colour, mark.hatch)
                 if mark.text and not np.isfinite(vals[r, c]):
-                    ax.text(c, r, mark.text, ha="center", va="center", fontsize=7,
-                            color=mark.colour)  # fmt: skip
+                    ax.text(
+                        c, r, mark.text, ha="center", va="center", fontsize=7, color=mark.colour
+                    )
     return im
 
 
@@ -149,8 +157,13 @@ def _legend_note(fig, marks: Sequence[Mark]) -> None:
         if m.cells.to_numpy().any()
     ]
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8,
-                   frameon=False)  # fmt: skip
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=len(handles),
+            fontsize=8,
+            frameon=False,
+        )
 
 
 def _pair_title(df: pd.DataFrame, arch: str, what: str) -> str:
@@ -182,8 +195,16 @@ def reliance_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     marks = outcome_marks(df)
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
     grid = pair_grid(df, "both", value="reliance_deg")
-    im = _panel(axes[0], grid, "reliance: 0° = v1 only, 90° = v2 only", ".0f", marks,
-                vmin=0, vmax=90, cmap="magma")  # fmt: skip
+    im = _panel(
+        axes[0],
+        grid,
+        "reliance: 0° = v1 only, 90° = v2 only",
+        ".0f",
+        marks,
+        vmin=0,
+        vmax=90,
+        cmap="magma",
+    )
     fig.colorbar(im, ax=axes[0], label="reliance angle (degrees)", shrink=0.8)
     margins = {m: pair_grid(df, "both", value=f"margin_{m}") for m in ("v1", "v2")}
     top = float(df["margin_max"].max()) if "margin_max" in df else 10.0
@@ -221,8 +242,15 @@ def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     positive = positive[np.isfinite(positive) & (positive > 0)]
     norm = LogNorm(positive.min(), positive.max()) if len(positive) else None
     zeros = Mark(jac == 0, "black", "exactly 0 (below any log scale)")
-    im = _panel(axes[0], jac, "softmax input-Jacobian norm (test)", ".2g", [*marks, zeros],
-                norm=norm, cmap="magma")  # fmt: skip
+    im = _panel(
+        axes[0],
+        jac,
+        "softmax input-Jacobian norm (test)",
+        ".2g",
+        [*marks, zeros],
+        norm=norm,
+        cmap="magma",
+    )
     fig.colorbar(im, ax=axes[0], label="mean ‖∂softmax/∂x‖_F (log scale)", shrink=0.8)
     grids = {k: pair_grid(df, "both", value=f"per_unit_{k}") for k in kinds}
     vals = np.concatenate([g.to_numpy(float).ravel() for g in grids.values()])
@@ -232,8 +260,16 @@ def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     na = "no ReLU modules: transition counts do not apply"
     for ax, (k, g) in zip(axes[1:], grids.items(), strict=True):
         found = [*marks, Mark(g.isna(), "dimgrey", na, "n/a")] if no_relu else marks
-        im = _panel(ax, g, f"transitions per ReLU unit, {kinds[k]}", ".2g", found,
-                    vmin=lo, vmax=hi if hi > lo else lo + 1, cmap="viridis")  # fmt: skip
+        im = _panel(
+            ax,
+            g,
+            f"transitions per ReLU unit, {kinds[k]}",
+            ".2g",
+            found,
+            vmin=lo,
+            vmax=hi if hi > lo else lo + 1,
+            cmap="viridis",
+        )
     fig.colorbar(
         im,
         ax=list(axes[1:]),
@@ -293,8 +329,16 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
             ax.plot([-1], [-1], "v", ms=5, color="k", mfc="white", label="class −1 mean")
             ax.set_aspect("equal")
             if str(s.get("key_outcome", "learned")) == "did not learn":
-                ax.text(0.5, 0.5, "did not learn", ha="center", va="center", color="dimgrey",
-                        weight="bold", transform=ax.transAxes)  # fmt: skip
+                ax.text(
+                    0.5,
+                    0.5,
+                    "did not learn",
+                    ha="center",
+                    va="center",
+                    color="dimgrey",
+                    weight="bold",
+                    transform=ax.transAxes,
+                )
                 ax.set_title(f"i={i}, j={j} (did not learn)", fontsize=9, color="dimgrey")
             if r == len(rows) - 1:
                 ax.set_xlabel("along v1 ⊕ 0 (units of ε1)", fontsize=8)
@@ -330,8 +374,17 @@ def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: f
         at = stats.index[dead.reindex(stats.index).fillna(False).to_numpy(bool)]
         if len(at):
             first = DID_NOT_LEARN not in [h.get_label() for h in ax.lines]
-            ax.plot(at, stats.loc[at, "mean"], linestyle="none", marker="o", ms=11, mfc="none",
-                    mec="dimgrey", mew=1.5, label=DID_NOT_LEARN if first else "_")  # fmt: skip
+            ax.plot(
+                at,
+                stats.loc[at, "mean"],
+                linestyle="none",
+                marker="o",
+                ms=11,
+                mfc="none",
+                mec="dimgrey",
+                mew=1.5,
+                label=DID_NOT_LEARN if first else "_",
+            )
 
 
 def _nad_axis(ax, values: pd.Series) -> None:
@@ -430,16 +483,21 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     df = _rows_of(df, arch)
     test = df[df["split"] == "test"]
     maps = [
-        (p or "test accuracy", _agreement(rows),
-         rows.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100, rows)
+        (
+            p or "test accuracy",
+            _agreement(rows),
+            rows.pivot_table(index="freq_a", columns="freq_b", values="accuracy") * 100,
+            rows,
+        )
         for p, rows in _protocols(test)
-    ]  # fmt: skip
+    ]
     if "reference_accuracy" in test and test["reference_accuracy"].notna().any():
         ref = test.pivot_table(index="freq_a", columns="freq_b", values="reference_accuracy")
         ref = ref * 100  # percent, as the maps of the results
         maps.append(("published", "", ref, None))
-    fig, axes = plt.subplots(1, len(maps), figsize=(6.2 * len(maps) + 0.8, 6),
-                             constrained_layout=True, squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, len(maps), figsize=(6.2 * len(maps) + 0.8, 6), constrained_layout=True, squeeze=False
+    )
     dead_any = False
     for ax, (name, said, grid, rows) in zip(axes[0], maps, strict=True):
         im = _map(ax, grid, f"{name}\n{said}" if said else name)
@@ -450,8 +508,15 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
             sa, sb = _cell(grid)
             for (fa, fb), d in dead.stack().items():
                 if d:  # lightly, so that the map stays readable
-                    cell = Rectangle((fb - sb / 2, fa - sa / 2), sb, sa, fill=False, hatch="//",
-                                     edgecolor="lightgrey", linewidth=0)  # fmt: skip
+                    cell = Rectangle(
+                        (fb - sb / 2, fa - sa / 2),
+                        sb,
+                        sa,
+                        fill=False,
+                        hatch="//",
+                        edgecolor="lightgrey",
+                        linewidth=0,
+                    )
                     ax.add_patch(cell)
                     dead_any = True
     fig.colorbar(im, ax=list(axes[0]), label="test accuracy (%)")
@@ -565,15 +630,26 @@ def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     ax.set_ylabel("model (variant)")
     ax.axvline(0.5, color="white", linewidth=2)
     ax.axvline(0.5 + len(bands), color="white", linewidth=2)
-    outcome = test.groupby("variant", sort=False)["outcome"].agg(
-        lambda o: "diverged" if (o == "diverged").any() else "did not learn"
-    ) if "outcome" in test else pd.Series(dtype=str)  # fmt: skip
+    outcome = (
+        test.groupby("variant", sort=False)["outcome"].agg(
+            lambda o: "diverged" if (o == "diverged").any() else "did not learn"
+        )
+        if "outcome" in test
+        else pd.Series(dtype=str)
+    )
     why = outcome.reindex(order).fillna("diverged").to_numpy()
     if values.size <= 600:
         for (r, c), v in np.ndenumerate(values):
             label = why[r].replace(" ", "\n", 1) if not np.isfinite(v) else f"{v:.0f}"
-            ax.text(c, r, label, ha="center", va="center", fontsize=7,
-                    color="black" if np.isfinite(v) and v > 60 else "white")  # fmt: skip
+            ax.text(
+                c,
+                r,
+                label,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="black" if np.isfinite(v) and v > 60 else "white",
+            )
     fig.colorbar(im, ax=ax, label="test accuracy (%)")
     ax.set_title(
         f"{arch} ({study}): test accuracy with the inputs' components along NADs a–b\n"
@@ -646,9 +722,11 @@ def _spectrum(ax, art: dict, shape: tuple) -> str:
     if iso:
         mean = ev[0] / iso["top_over_mean"]
         ax.axhline(
-            mean * iso["isotropic_edge"], color="grey", linestyle=":",
+            mean * iso["isotropic_edge"],
+            color="grey",
+            linestyle=":",
             label="largest eigenvalue of an isotropic covariance from as many networks",
-        )  # fmt: skip
+        )
     if rank < int(np.prod(shape)):
         ax.axvline(
             rank, color="red", linestyle="--", label=f"rank {rank}: NADs from here on are arbitrary"
@@ -668,27 +746,12 @@ def _spectrum(ax, art: dict, shape: tuple) -> str:
     return title
 
 
-def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_networks: str = ""):
-    """The first 16 NADs (colour NADs as RGB images and their channels) and their Fourier power
-    on shared, labelled scales, the eigenvalue spectrum and the split-half overlaps; a "not
-    converged" stamp on the figure when the NADs are not converged (nadpipe.nads.verdict).
-    `raise_networks` is how the caller says to use more networks. Returns (a one-line verdict,
-    the figure); the verdict starts with "WARNING: " when it is worth one."""
-    from .convergence import networks
-    from .convergence import verdict as convergence
-
-    shape = tuple(art.get("shape") or (1, 32, 32))
-    n = min(16, len(art["vectors"]))
-    vecs = art["vectors"][:n].reshape(n, *shape).numpy()
-    power = np.abs(np.fft.fftshift(np.fft.fft2(vecs), axes=(-2, -1))) ** 2
-    power = power.sum(1)  # (n, H, W): summed over channels
-    power /= power.sum((1, 2), keepdims=True)  # each NAD's share of its energy per frequency
+def _nad_panels(fig, grid, vecs: np.ndarray, power: np.ndarray, rows: int) -> None:
+    """Each NAD over its Fourier power (one shared log scale), 8 to a row of `grid`; for colour
+    NADs, NAD 0's channels side by side in the last row."""
+    shape = vecs.shape[1:]
     colour = shape[0] > 1
-    spectrum = art.get("eigenvalues") is not None
-    rows = 2 * math.ceil(n / 8) + (1 if colour else 0)
-    fig = plt.figure(figsize=(17, 2.1 * rows + (3.6 if spectrum else 0.8)), constrained_layout=True)
-    grid = fig.add_gridspec(rows + spectrum, 9, width_ratios=[1] * 8 + [0.12],
-                            height_ratios=[1] * rows + ([1.8] if spectrum else []))  # fmt: skip
+    n = len(vecs)
     top = float(power.max()) or 1.0
     shared = LogNorm(top * 1e-3, top)  # one scale for every panel, three decades
     for k in range(n):
@@ -713,6 +776,34 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
             ax.set_title(f"NAD 0, channel {ch}", fontsize=8)
             ax.axis("off")
         fig.colorbar(ch_im, cax=fig.add_subplot(grid[rows - 1, 8]), label="/ max |value|")
+
+
+def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_networks: str = ""):
+    """The first 16 NADs (colour NADs as RGB images and their channels) and their Fourier power
+    on shared, labelled scales, the eigenvalue spectrum and the split-half overlaps; a "not
+    converged" stamp on the figure when the NADs are not converged (nadpipe.nads.verdict).
+    `raise_networks` is how the caller says to use more networks. Returns (a one-line verdict,
+    the figure); the verdict starts with "WARNING: " when it is worth one."""
+    from .convergence import networks
+    from .convergence import verdict as convergence
+
+    shape = tuple(art.get("shape") or (1, 32, 32))
+    n = min(16, len(art["vectors"]))
+    vecs = art["vectors"][:n].reshape(n, *shape).numpy()
+    power = np.abs(np.fft.fftshift(np.fft.fft2(vecs), axes=(-2, -1))) ** 2
+    power = power.sum(1)  # (n, H, W): summed over channels
+    power /= power.sum((1, 2), keepdims=True)  # each NAD's share of its energy per frequency
+    colour = shape[0] > 1
+    spectrum = art.get("eigenvalues") is not None
+    rows = 2 * math.ceil(n / 8) + (1 if colour else 0)
+    fig = plt.figure(figsize=(17, 2.1 * rows + (3.6 if spectrum else 0.8)), constrained_layout=True)
+    grid = fig.add_gridspec(
+        rows + spectrum,
+        9,
+        width_ratios=[1] * 8 + [0.12],
+        height_ratios=[1] * rows + ([1.8] if spectrum else []),
+    )
+    _nad_panels(fig, grid, vecs, power, rows)
     dims = "x".join(map(str, shape))
     if not spectrum:
         fig.suptitle(f"{arch}: NADs read from {art.get('file')} (inputs {dims})")
@@ -733,8 +824,18 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
             if kind == "not converged"
             else "convergence unknown: too few networks"
         )
-        fig.text(0.5, 0.5, stamp, ha="center", va="center", fontsize=22, color="red",
-                 alpha=0.55, rotation=12, weight="bold")  # fmt: skip
+        fig.text(
+            0.5,
+            0.5,
+            stamp,
+            ha="center",
+            va="center",
+            fontsize=22,
+            color="red",
+            alpha=0.55,
+            rotation=12,
+            weight="bold",
+        )
         return f"WARNING: NADs of {arch}: {text}", _save(fig, output)
     return f"NADs of {arch}: {text}", _save(fig, output)
 
@@ -768,8 +869,13 @@ def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: 
         left.plot(line[key], line["mean_abs_diff"], "o-", label="mean |difference|")
         left.plot(line[key], line["max_abs_diff"], "v:", color="grey", label="largest")
         for _, row in fitted.iterrows():
-            left.annotate(f"r{row['round']}", (row[key], row["mean_abs_diff"]),
-                          textcoords="offset points", xytext=(4, 4), fontsize=7)  # fmt: skip
+            left.annotate(
+                f"r{row['round']}",
+                (row[key], row["mean_abs_diff"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+            )
         best = fitted.iloc[0]
         left.plot([best[key]], [best["mean_abs_diff"]], "*", ms=14, color="C3", label="best")
         left.set_xscale("log")
@@ -783,8 +889,13 @@ def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: 
         left.barh(ordered["protocol"], ordered["mean_abs_diff"], color="C0")
         left.set_xlabel("mean |difference| (points)")
         for y, (_, row) in enumerate(ordered.iterrows()):
-            left.annotate(f"r{row['round']}", (row["mean_abs_diff"], y), xytext=(3, -3),
-                          textcoords="offset points", fontsize=7)  # fmt: skip
+            left.annotate(
+                f"r{row['round']}",
+                (row["mean_abs_diff"], y),
+                xytext=(3, -3),
+                textcoords="offset points",
+                fontsize=7,
+            )
     if numeric:
         left.set_ylabel("|difference| from the published table (points)")
     left.set_title(f"{len(fitted)} protocols in {table['round'].max()} rounds", fontsize=10)

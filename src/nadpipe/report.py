@@ -168,9 +168,14 @@ def landing_page(
     ]
     if figures:  # the page leads with the headline figure, full width
         study = os.path.basename(os.path.dirname(os.path.dirname(figures[0])))
-        parts += [_rst(f"{study}: {os.path.basename(figures[0])} (its caption is under the "
-                       "study's category; the figures of the other architectures follow the "
-                       "headline numbers):"), ""]  # fmt: skip
+        parts += [
+            _rst(
+                f"{study}: {os.path.basename(figures[0])} (its caption is under the "
+                "study's category; the figures of the other architectures follow the "
+                "headline numbers):"
+            ),
+            "",
+        ]
         parts += _figure(figures[0])
     parts += ["What ran", "--------", ""]
     frames = {}
@@ -221,8 +226,11 @@ def config_page(text: str, output: str) -> None:
         "<h3>The config this run used, every default filled in (config.yaml in its results)</h3>"
     )
     style = "pre { font-size: 13px; line-height: 1.35; white-space: pre-wrap; }"
-    save_text(f"<html><head><style>{style}</style></head><body>{title}<pre>{escape(text)}</pre>"
-              "</body></html>\n", output)  # fmt: skip
+    save_text(
+        f"<html><head><style>{style}</style></head><body>{title}<pre>{escape(text)}</pre>"
+        "</body></html>\n",
+        output,
+    )
 
 
 def summary_table(df: pd.DataFrame, output: str) -> None:
@@ -249,8 +257,10 @@ def summary_table(df: pd.DataFrame, output: str) -> None:
     extra = REGISTRY[study].cell_columns(df)
     if extra is not None and "protocol" not in keys:  # what each cell shows, beside it
         table = table.join(extra, on=list(extra.index.names))
-        title = (f"<h3>{study}: test accuracy (%) per cell and condition, mean over seeds "
-                 f"[range]; the reliance angle of its learned seeds and what the cell "
-                 f"shows</h3>")  # fmt: skip
+        title = (
+            f"<h3>{study}: test accuracy (%) per cell and condition, mean over seeds "
+            f"[range]; the reliance angle of its learned seeds and what the cell "
+            f"shows</h3>"
+        )
     html = table.to_html(border=0, classes="nadpipe-summary")
     save_text(f"<html><body>{title}{html}</body></html>\n", output)

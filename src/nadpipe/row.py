@@ -1,14 +1,15 @@
 """The result row, declared once: every column of summary.parquet and runs.parquet, in groups,
 with its unit and meaning. Torch-free.
 
-The evaluation job fills one row per (split, condition) of a model (`model_rows`, which refuses
-a column not declared here), the aggregate concatenates them and moves the `RUN` group to
-runs.parquet, and docs/summary.md is written from this module (`markdown`, by docs/generate.py;
-tests/test_docs.py checks it). Columns whose names come from elsewhere are declared as families:
-a study's variant columns (its variant's `COLUMNS`), its data settings (the study block's keys),
-the training settings (`settings.TrainSettings`), the NAD settings (`nad_` + `settings.NadSettings`)
-and the NAD bands (`band_without_A_B`, `band_only_A_B`). A value that does not exist is null
-(None), never "" or 0.
+The evaluation job fills one row per (split, condition) of a model (`model_rows`, which refuses a
+column not declared here; the `outcome`, `facts` and `run` groups take the columns the training
+record declares, nadpipe.record, and add those the evaluation decides), the aggregate concatenates
+them and moves the `RUN` group to runs.parquet, and docs/summary.md is written from this module
+(`markdown`, by docs/generate.py; tests/test_docs.py checks it). Columns whose names come from
+elsewhere are declared as families: a study's variant columns (its variant's `COLUMNS`), its data
+settings (the study block's keys), the training settings (`settings.TrainSettings`), the NAD
+settings (`nad_` + `settings.NadSettings`) and the NAD bands (`band_without_A_B`, `band_only_A_B`).
+A value that does not exist is null (None), never "" or 0.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from . import record
 from .settings import NadSettings, TrainSettings
 
 
@@ -33,6 +35,11 @@ class Group:
     about: str
     columns: tuple[Column, ...] = ()
     table: str = "summary"  # or "runs": per model, what differs from run to run
+
+
+def _recorded(group: str) -> tuple[Column, ...]:
+    """The columns of a row group that the training record fills (nadpipe.record)."""
+    return tuple(Column(*c) for c in record.declared(group))
 
 
 FRACTION = "fraction, 0 to 1"
@@ -82,26 +89,13 @@ OUTCOME = Group(
     "outcome",
     "how the training went (per model)",
     (
-        Column("final_train_loss", "nats", "the last epoch's mean training loss"),
-        Column("diverged", "", "the loss became NaN or inf (its rows' accuracies are NaN)"),
-        Column("diverged_epoch", "epoch", "the first epoch with a NaN/inf loss; null: none"),
+        *_recorded(record.OUTCOME),
         Column("outcome", "", "`learned`; `did not learn` (training accuracy not above "
                "guessing: its measures are NaN); `diverged`"),
         Column("outcome_reason", "", "why not `learned`, with the accuracy; null when learned"),
     ),
 )  # fmt: skip
-FACTS = Group(
-    "facts",
-    "where and how the model trained (per model)",
-    (
-        Column("device", "", "`cpu`, or the GPU's name"),
-        Column("deterministic", "", "deterministic CUDA algorithms were on"),
-        Column("tf32", "", "TF32 matmuls were allowed"),
-        Column("bf16", "", "bf16 autocast took effect (only on an accelerator)"),
-        Column("channels_last", "", "channels-last took effect (only for a model alone)"),
-        Column("compile", "", "torch.compile took effect (only for a model alone)"),
-    ),
-)
+FACTS = Group("facts", "where and how the model trained (per model)", _recorded(record.FACTS))
 PROVENANCE = Group(
     "provenance",
     "the library that made the row (nadpipe.provenance)",
@@ -163,11 +157,9 @@ RUN = Group(
     "what differs from run to run, in runs.parquet (one row per model), so that the same "
     "config gives a byte-identical summary.parquet on CPU",
     (
-        Column("train_seconds", "s", "wall time of the training (its share of a batch)"),
+        *_recorded(record.RUN)[:1],
         Column("eval_seconds", "s", "wall time of the evaluation's measures"),
-        Column("host", "", "the machine's name"),
-        Column("slurm_job_id", "", "the SLURM job; null outside SLURM"),
-        Column("cuda_visible_devices", "", "the GPU(s) the job was given; null: none set"),
+        *_recorded(record.RUN)[1:],
     ),
     table="runs",
 )

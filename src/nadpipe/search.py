@@ -292,8 +292,17 @@ def prepare(
             f"config key '{study}.references.{arch}' is not set: the search fits {arch}'s "
             "protocols to that published table (a CSV: docs/nad-paper.md)"
         )
-    search = Search(merged, tuple(configfiles), study, arch, parsed, rounds, cores,
-                    tuple(snakemake_args), results or f"results-search-{study}-{arch}")  # fmt: skip
+    search = Search(
+        merged,
+        tuple(configfiles),
+        study,
+        arch,
+        parsed,
+        rounds,
+        cores,
+        tuple(snakemake_args),
+        results or f"results-search-{study}-{arch}",
+    )
     try:
         nc.load_config(search.with_protocols(coarse(parsed)), SCHEMA)
     except nc.ConfigError as e:
@@ -324,8 +333,14 @@ def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict
     rows = []
     for point, r in tried.items():
         fit = measured.get(name(point), {})
-        rows.append({"round": r, "protocol": name(point), **dict(point),
-                     **{k: fit.get(k, math.nan) for k in FIT}})  # fmt: skip
+        rows.append(
+            {
+                "round": r,
+                "protocol": name(point),
+                **dict(point),
+                **{k: fit.get(k, math.nan) for k in FIT},
+            }
+        )
 
     def order(row):
         m, x = row["mean_abs_diff"], row["max_abs_diff"]
@@ -345,9 +360,14 @@ def markdown(rows: Sequence[dict], keys: Sequence[str]) -> str:
     head = ["round", "protocol", *keys, "cells", "mean \\|diff\\|", "max \\|diff\\|", "Pearson"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for i, row in enumerate(rows):
-        values = [row["round"], f"**{row['protocol']}**" if i == 0 else row["protocol"],
-                  *(row[k] for k in keys), row["cells"],
-                  *(round(row[k], 2) for k in FIT[1:3]), round(row["pearson"], 3)]  # fmt: skip
+        values = [
+            row["round"],
+            f"**{row['protocol']}**" if i == 0 else row["protocol"],
+            *(row[k] for k in keys),
+            row["cells"],
+            *(round(row[k], 2) for k in FIT[1:3]),
+            round(row["pearson"], 3),
+        ]
         lines.append("| " + " | ".join(cell(v) for v in values) + " |")
     return "\n".join(lines) + "\n"
 
@@ -367,9 +387,22 @@ def _snakemake(search: Search, configfile: Path, *args: str) -> list[str]:
     from . import paths
 
     target = paths.SUMMARY.format(root=search.results, study=search.study)
-    return [sys.executable, "-m", "snakemake", target, "-s", str(SNAKEFILE), "-d", ".",
-            "--configfile", str(configfile), "--cores", search.cores, *args,
-            *search.snakemake_args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        target,
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        ".",
+        "--configfile",
+        str(configfile),
+        "--cores",
+        search.cores,
+        *args,
+        *search.snakemake_args,
+    ]
 
 
 def plan(search: Search) -> dict[str, int]:
@@ -387,9 +420,11 @@ def plan(search: Search) -> dict[str, int]:
         tail = "\n".join(out.splitlines()[-25:])
         raise SearchError(f"round 1's dry run failed (exit {res.returncode}):\n{tail}")
     stats = re.search(r"Job stats:\n(.*?)\ntotal", out, re.S)
-    return {} if not stats else {
-        rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", stats[1], re.M)
-    }  # fmt: skip
+    return (
+        {}
+        if not stats
+        else {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", stats[1], re.M)}
+    )
 
 
 def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[str], None]) -> None:
@@ -415,8 +450,9 @@ def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[st
                 say(f"round {r}: {now}")
     if proc.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        raise SearchError(f"round {r}: Snakemake failed (exit {proc.returncode}); the end of "
-                          f"{log}:\n{tail}")  # fmt: skip
+        raise SearchError(
+            f"round {r}: Snakemake failed (exit {proc.returncode}); the end of {log}:\n{tail}"
+        )
 
 
 def run(search: Search, say: Callable[[str], None]) -> list[dict]:
@@ -434,8 +470,10 @@ def run(search: Search, say: Callable[[str], None]) -> list[dict]:
             break
         new = points
         tried.update({p: r for p in new})
-        say(f"round {r} of at most {search.rounds}: {len(new)} new protocol(s) "
-            f"({'; '.join(said(p) for p in new)}), {len(tried)} in all")  # fmt: skip
+        say(
+            f"round {r} of at most {search.rounds}: {len(new)} new protocol(s) "
+            f"({'; '.join(said(p) for p in new)}), {len(tried)} in all"
+        )
         run_round(search, r, list(tried), say)
         summary = paths.SUMMARY.format(root=search.results, study=search.study)
         rows = table(tried, fits(summary, search.arch))
@@ -443,15 +481,22 @@ def run(search: Search, say: Callable[[str], None]) -> list[dict]:
         best = rows[0]
         if not math.isfinite(best["mean_abs_diff"]):
             raise SearchError(f"round {r}: no protocol has a fit (see {summary})")
-        say(f"round {r}: best so far {best['protocol']} ({said(_point(best, search))}): mean "
+        say(
+            f"round {r}: best so far {best['protocol']} ({said(_point(best, search))}): mean "
             f"|difference| {best['mean_abs_diff']:.2f} points, largest "
-            f"{best['max_abs_diff']:.2f}, over {best['cells']} cells")  # fmt: skip
+            f"{best['max_abs_diff']:.2f}, over {best['cells']} cells"
+        )
         points = refine(_point(best, search), list(tried))
         edge = edges(_point(best, search), list(tried))
         if edge:
-            say(f"round {r}: the best lies on the edge of what was tried: {'; '.join(edge)}; "
-                + ("the next round steps outward" if r < search.rounds and points else
-                   "a better fit may lie beyond it: search again with values past it"))  # fmt: skip
+            say(
+                f"round {r}: the best lies on the edge of what was tried: {'; '.join(edge)}; "
+                + (
+                    "the next round steps outward"
+                    if r < search.rounds and points
+                    else "a better fit may lie beyond it: search again with values past it"
+                )
+            )
     return rows
 
 

@@ -71,11 +71,22 @@ def compute(
     from .provenance import provenance
 
     g = sample_sensitivities(
-        as_network(build, shape, settings), replace(settings, n_networks=stop - first), shape,
-        device, progress, born=born, first=first,
-    )  # fmt: skip
-    return {"sensitivities": g, "first": first, "stop": stop, "key": key(model, settings),
-            "shape": list(shape), "provenance": provenance()}  # fmt: skip
+        as_network(build, shape, settings),
+        replace(settings, n_networks=stop - first),
+        shape,
+        device,
+        progress,
+        born=born,
+        first=first,
+    )
+    return {
+        "sensitivities": g,
+        "first": first,
+        "stop": stop,
+        "key": key(model, settings),
+        "shape": list(shape),
+        "provenance": provenance(),
+    }
 
 
 class ShardError(RuntimeError):

@@ -116,8 +116,14 @@ def signature_figure(df: pd.DataFrame, output: str):
         x = np.arange(len(names)) + n * width
         ax.bar(x, rows["overlap"], width, label=f"first {k} NADs")
         # what k random directions give (about k/d; d differs between architectures)
-        ax.hlines(rows["chance"], x - width / 2, x + width / 2, colors="black", linestyles="--",
-                  label="random directions (chance)" if n == 0 else None)  # fmt: skip
+        ax.hlines(
+            rows["chance"],
+            x - width / 2,
+            x + width / 2,
+            colors="black",
+            linestyles="--",
+            label="random directions (chance)" if n == 0 else None,
+        )
     ax.set_xticks(np.arange(len(names)) + width * (len(ks) - 1) / 2, names, rotation=45, ha="right")
     ax.set_ylim(0, 1)
     ax.set_ylabel("energy share at the k lowest frequencies")

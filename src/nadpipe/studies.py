@@ -330,12 +330,20 @@ class NadPairs(Study):
                 return "n/a"
             return f"{lo:.1f}" if hi - lo < 0.05 else f"{lo:.1f} to {hi:.1f}"
 
-        return pd.DataFrame({
-            "arch": cells["arch"], "nad_i": cells["nad_i"], "nad_j": cells["nad_j"],
-            "reliance (°)": cells.apply(angle, axis=1),
-            "finding": [f"{VERDICTS[v]} ({n} of {k} seeds learned)" for v, n, k in
-                        zip(cells["verdict"], cells["learned"], cells["seeds"], strict=True)],
-        }).set_index(["arch", "nad_i", "nad_j"])  # fmt: skip
+        return pd.DataFrame(
+            {
+                "arch": cells["arch"],
+                "nad_i": cells["nad_i"],
+                "nad_j": cells["nad_j"],
+                "reliance (°)": cells.apply(angle, axis=1),
+                "finding": [
+                    f"{VERDICTS[v]} ({n} of {k} seeds learned)"
+                    for v, n, k in zip(
+                        cells["verdict"], cells["learned"], cells["seeds"], strict=True
+                    )
+                ],
+            }
+        ).set_index(["arch", "nad_i", "nad_j"])
 
     def describe_grid(self, s: dict) -> str:
         return f"{super().describe_grid(s)}, every pair (i, j)"

@@ -278,11 +278,8 @@ def train(
     after every epoch is written there atomically, and a run that finds a checkpoint with the
     same `fingerprint` resumes from it: the result equals an uninterrupted run exactly on CPU.
     """
-    if len(nets) > 1 and not stacks(nets, xs, settings):  # one after another, each its own
-        each = enumerate(zip(nets, xs, ys, orders, strict=True))
-        return [train([net], x[None], y[None], settings, [o], checkpoint and f"{checkpoint}.{k}",
-                      fingerprint and {**fingerprint, "member": k}, progress)[0]
-                for k, (net, x, y, o) in each]  # fmt: skip
+    if len(nets) > 1 and not stacks(nets, xs, settings):
+        return _one_after_another(nets, xs, ys, settings, orders, checkpoint, fingerprint, progress)
     m, n = len(nets), xs.shape[1]
     device = xs.device
     members = _One(nets[0], settings, device) if m == 1 else _Stacked(nets, settings, device)
@@ -293,8 +290,8 @@ def train(
         momentum=settings.momentum,
         weight_decay=settings.weight_decay,
     )
-    total = total_steps(n, settings)
-    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(settings.lr_schedule, total))
+    lr_at = lr_factor(settings.lr_schedule, total_steps(n, settings))
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     gens = [generator("batch-order", o) for o in orders]
     histories: list[list[dict]] = [[] for _ in range(m)]
     diverged = [False] * m
@@ -307,25 +304,11 @@ def train(
     bar = progress_bar(settings.epochs, tag, unit="epoch", enabled=progress)
     if done:
         bar.update(done)
-    rows = torch.arange(m, device=device)[:, None]
     for epoch in range(done, settings.epochs):
         for net in nets:
             net.train()
         start = time.perf_counter()
-        loss_sum = torch.zeros(m, device=device)
-        correct = torch.zeros(m, device=device, dtype=torch.long)
-        # drawn on the generators' device (the CPU): the same order on every device
-        perms = torch.stack([torch.randperm(n, generator=g, device=g.device) for g in gens])
-        perms = perms.to(device)
-        for idx in perms.split(settings.batch_size, dim=1):  # (members, batch)
-            lr = opt.param_groups[0]["lr"]
-            loss, out = members.loss(xs, ys, idx)
-            members.backward(loss, settings.grad_clip)
-            opt.step()
-            schedule.step()
-            # accumulate on the device: no host sync inside the steps
-            loss_sum += loss.detach() * idx.shape[1]
-            correct += (out.detach().argmax(-1) == ys[rows, idx]).sum(1)
+        loss_sum, correct, lr = _epoch(members, opt, schedule, xs, ys, gens, settings)
         seconds = time.perf_counter() - start
         for k in range(m):
             if not diverged[k]:  # a diverged member's record stops where separate training would
@@ -336,21 +319,76 @@ def train(
                     "lr_end": lr,
                     "seconds": seconds,
                 }
-                diverged[k] = _record(histories[k], row, "" if m == 1 else f"seed {k}: ",
-                                      settings, progress)  # fmt: skip
+                who = "" if m == 1 else f"seed {k}: "
+                diverged[k] = _record(histories[k], row, who, settings, progress)
         bar.update(1)
         if all(diverged):
             break
         if checkpoint:
-            state = {"fingerprint": fingerprint, "members": members.state(),
-                     "optimizer": opt.state_dict(), "schedule": schedule.state_dict(),
-                     "orders": [g.get_state() for g in gens], "torch_rng": torch.get_rng_state(),
-                     "cuda_rng": cuda_rng_state(), "histories": histories, "diverged": diverged,
-                     "done": epoch + 1}  # fmt: skip
-            save_torch(state, checkpoint)
+            done = (histories, diverged, epoch + 1)
+            save_torch(_state(fingerprint, members, opt, schedule, gens, done), checkpoint)
     bar.close()
     members.finish()
     return histories
+
+
+def _one_after_another(nets, xs, ys, settings, orders, checkpoint, fingerprint, progress):
+    """`train` of each member alone, with a checkpoint and fingerprint of its own."""
+    each = enumerate(zip(nets, xs, ys, orders, strict=True))
+    return [
+        train(
+            [net],
+            x[None],
+            y[None],
+            settings,
+            [o],
+            checkpoint and f"{checkpoint}.{k}",
+            fingerprint and {**fingerprint, "member": k},
+            progress,
+        )[0]
+        for k, (net, x, y, o) in each
+    ]
+
+
+def _state(fingerprint: dict, members, opt, schedule, gens, progress: tuple) -> dict:
+    """A checkpoint: everything `_resume` needs to go on as if never stopped; `progress`:
+    (histories, diverged, epochs done)."""
+    histories, diverged, done = progress
+    return {
+        "fingerprint": fingerprint,
+        "members": members.state(),
+        "optimizer": opt.state_dict(),
+        "schedule": schedule.state_dict(),
+        "orders": [g.get_state() for g in gens],
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": cuda_rng_state(),
+        "histories": histories,
+        "diverged": diverged,
+        "done": done,
+    }
+
+
+def _epoch(members, opt, schedule, xs, ys, gens, settings: TrainSettings):
+    """One epoch's steps of every member: (summed loss per member, correct per member, the last
+    step's learning rate), the sums kept on the device (no host read inside the steps)."""
+    m, n = xs.shape[0], xs.shape[1]
+    device = xs.device
+    rows = torch.arange(m, device=device)[:, None]
+    loss_sum = torch.zeros(m, device=device)
+    correct = torch.zeros(m, device=device, dtype=torch.long)
+    # drawn on the generators' device (the CPU): the same order on every device
+    perms = torch.stack([torch.randperm(n, generator=g, device=g.device) for g in gens])
+    perms = perms.to(device)
+    lr = opt.param_groups[0]["lr"]
+    for idx in perms.split(settings.batch_size, dim=1):  # (members, batch)
+        lr = opt.param_groups[0]["lr"]
+        loss, out = members.loss(xs, ys, idx)
+        members.backward(loss, settings.grad_clip)
+        opt.step()
+        schedule.step()
+        loss_sum += loss.detach() * idx.shape[1]
+        correct += (out.detach().argmax(-1) == ys[rows, idx]).sum(1)
+    return loss_sum, correct, lr
 
 
 def _resume(state: dict, members, opt, schedule, gens) -> tuple[list, list, int]:

@@ -19,10 +19,25 @@ from .schema import STUDY_SETTINGS, ConfigError, check_yaml, load_schema, valida
 NAME_PATTERN = r"[A-Za-z0-9_-]{1,64}"  # an architecture's name: it is part of file paths
 
 __all__ = [
-    "NAME_PATTERN", "STUDY_SETTINGS", "Config", "ConfigError", "build", "check", "check_model",
-    "check_yaml", "key_rows", "load_config", "load_schema", "model_specs", "nad_count",
-    "rank_warnings", "reference_table", "results_root", "validate", "with_overrides",
-]  # fmt: skip
+    "NAME_PATTERN",
+    "STUDY_SETTINGS",
+    "Config",
+    "ConfigError",
+    "build",
+    "check",
+    "check_model",
+    "check_yaml",
+    "key_rows",
+    "load_config",
+    "load_schema",
+    "model_specs",
+    "nad_count",
+    "rank_warnings",
+    "reference_table",
+    "results_root",
+    "validate",
+    "with_overrides",
+]
 
 
 def load_config(config: dict, schema_path: str | Path, overrides=None) -> tuple[Config, list[str]]:
@@ -52,17 +67,25 @@ def shadowed(raw: dict, overrides: dict) -> list[str]:
             for arch, entry in sorted(raw.get("architectures", {}).items()):
                 own = (entry or {}).get("nads", {})
                 if path[1] in own and own[path[1]] != value:
-                    out.append((f"nads.{path[1]}={value}", arch,
-                                f"architectures.{arch}.nads.{path[1]}", own[path[1]]))  # fmt: skip
+                    out.append(
+                        (
+                            f"nads.{path[1]}={value}",
+                            arch,
+                            f"architectures.{arch}.nads.{path[1]}",
+                            own[path[1]],
+                        )
+                    )
         elif len(path) == 3 and path[1] == "train" and isinstance(raw.get(path[0]), dict):
             per = raw[path[0]].get("train_per_arch", {})
             for arch, own in sorted(per.items()):
                 if path[2] in (own or {}) and own[path[2]] != value:
                     key = f"{path[0]}.train_per_arch.{arch}.{path[2]}"
                     out.append((f"{path[0]}.train.{path[2]}={value}", arch, key, own[path[2]]))
-    return [f"--config {given} does not reach {arch}: the config's own {key} ({kept}) comes "
-            f"first, so {arch} keeps {kept}; override {key} to change it"
-            for given, arch, key, kept in out]  # fmt: skip
+    return [
+        f"--config {given} does not reach {arch}: the config's own {key} ({kept}) comes "
+        f"first, so {arch} keeps {kept}; override {key} to change it"
+        for given, arch, key, kept in out
+    ]
 
 
 def load_study_modules(config: dict) -> list[str]:
@@ -83,7 +106,9 @@ def load_study_modules(config: dict) -> list[str]:
     named = os.environ.get(STUDIES_ENV, "").strip()
     if not named:
         return []
-    return [f"the environment variable {STUDIES_ENV}={named} names study modules; the commands "
-            f"nadpipe prints (the report, a --forcerun) do not carry it, so typed as printed "
-            f"they would not find its studies: name them in the config instead (study_modules: "
-            f"[{named}]) and unset {STUDIES_ENV}"]  # fmt: skip
+    return [
+        f"the environment variable {STUDIES_ENV}={named} names study modules; the commands "
+        f"nadpipe prints (the report, a --forcerun) do not carry it, so typed as printed "
+        f"they would not find its studies: name them in the config instead (study_modules: "
+        f"[{named}]) and unset {STUDIES_ENV}"
+    ]

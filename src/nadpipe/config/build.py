@@ -93,9 +93,13 @@ def build(cfg: dict) -> Config:
     }
     blocks = {b: _build(cls(), cfg.get(b, {})) for b, cls in st.BLOCKS.items()}
     studies = {s: _build(cls(), cfg.get(s, {})) for s, cls in STUDY_SETTINGS.items()}
-    return Config(architectures=dict(sorted(archs.items())), studies=studies,
-                  results=cfg.get("results"),
-                  study_modules=tuple(cfg.get("study_modules", ())), **blocks)  # fmt: skip
+    return Config(
+        architectures=dict(sorted(archs.items())),
+        studies=studies,
+        results=cfg.get("results"),
+        study_modules=tuple(cfg.get("study_modules", ())),
+        **blocks,
+    )
 
 
 def results_root(cfg: Config, configfiles=()) -> str:

@@ -185,29 +185,35 @@ def model_specs(cfg: Config) -> list[tuple[str, st.ModelSpec]]:
     return list(out.values())
 
 
+def _check_results(results: str | None) -> None:
+    """The `results` key names a visible folder inside the working directory."""
+    if results is None:
+        return
+    parts = Path(results).parts
+    if Path(results).is_absolute() or ".." in parts or not parts:
+        raise ConfigError(
+            f"config key 'results': {results!r} is not a folder inside the working "
+            "directory (a relative path without '..', e.g. results-mine): results stay "
+            "in the run's directory"
+        )
+    hidden = [p for p in parts if p.startswith(".") and p != "."]
+    if hidden:
+        raise ConfigError(
+            f"config key 'results': {results!r} is inside {hidden[0]}/, a hidden "
+            "folder (.git, .snakemake, .nadpipe, .venv are git's, Snakemake's, nadpipe's "
+            "and Python's own): name a visible folder, e.g. results-mine"
+        )
+    if Path(results).exists() and not Path(results).is_dir():
+        raise ConfigError(
+            f"config key 'results': {results!r} is a file, not a folder: name a "
+            "folder for the results, e.g. results-mine"
+        )
+
+
 def check(cfg: Config, raw: dict | None = None) -> list[str]:
     """Checks the schema cannot express (raise ConfigError naming the key); returns warnings
     about settings that are given but have no effect."""
-    if cfg.results is not None:
-        parts = Path(cfg.results).parts
-        if Path(cfg.results).is_absolute() or ".." in parts or not parts:
-            raise ConfigError(
-                f"config key 'results': {cfg.results!r} is not a folder inside the working "
-                "directory (a relative path without '..', e.g. results-mine): results stay "
-                "in the run's directory"
-            )
-        hidden = [p for p in parts if p.startswith(".") and p != "."]
-        if hidden:
-            raise ConfigError(
-                f"config key 'results': {cfg.results!r} is inside {hidden[0]}/, a hidden "
-                "folder (.git, .snakemake, .nadpipe, .venv are git's, Snakemake's, nadpipe's "
-                "and Python's own): name a visible folder, e.g. results-mine"
-            )
-        if Path(cfg.results).exists() and not Path(cfg.results).is_dir():
-            raise ConfigError(
-                f"config key 'results': {cfg.results!r} is a file, not a folder: name a "
-                "folder for the results, e.g. results-mine"
-            )
+    _check_results(cfg.results)
     warnings = []
     used: set[str] = set()
     for study in cfg.enabled():
@@ -225,22 +231,7 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
                     )
     _check_sources(cfg, used)
     for name in sorted(used):
-        src = cfg.nad_source(name)
-        shape = cfg.nad_shape(name)
-        for study in cfg.enabled():
-            if name in cfg.studies[study].architectures:
-                why = REGISTRY[study].check_shape(shape)
-                if why:
-                    raise ConfigError(f"config key 'architectures.{src}.shape': {study}: {why}")
-        if not cfg.arch(src).nads_file:
-            nad_settings = cfg.nad_config(src).compute()
-            nc = cfg.nad_config(src)
-            words = config_words(src)
-            why = nad_problem(nad_settings, shape, words, f"{src}'s") or shard_problem(
-                nad_settings, nc.networks_per_shard, nc.until_converged, words
-            )
-            if why:
-                raise ConfigError(why)
+        _check_nads_of(cfg, name)
     for name, spec in model_specs(cfg):
         # registry models with their defaults take any channel count on 32x32 inputs
         if spec.model not in REGISTRY_NAMES or spec.kwargs or spec.shape.size != (32, 32):
@@ -268,6 +259,26 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
         + _ignored_nad_settings(cfg, used, (raw or {}).get("nads", {}))
         + rank_warnings(cfg)
     )
+
+
+def _check_nads_of(cfg: Config, name: str) -> None:
+    """An architecture's input shape suits its studies, and its NAD settings can be computed."""
+    src = cfg.nad_source(name)
+    shape = cfg.nad_shape(name)
+    for study in cfg.enabled():
+        if name in cfg.studies[study].architectures:
+            why = REGISTRY[study].check_shape(shape)
+            if why:
+                raise ConfigError(f"config key 'architectures.{src}.shape': {study}: {why}")
+    if not cfg.arch(src).nads_file:
+        nc = cfg.nad_config(src)
+        nad_settings = nc.compute()
+        words = config_words(src)
+        why = nad_problem(nad_settings, shape, words, f"{src}'s") or shard_problem(
+            nad_settings, nc.networks_per_shard, nc.until_converged, words
+        )
+        if why:
+            raise ConfigError(why)
 
 
 def _ignored_nad_settings(cfg: Config, used: set[str], raw_nads: dict) -> list[str]:

@@ -65,9 +65,14 @@ def key_rows(schema_path: str | Path) -> list[tuple[str, str, str]]:
     """(key, default, meaning) of every config key, as the key table lists them."""
     schema = load_schema(schema_path)
     props = schema["properties"]
-    rows = [("results", "`results`, or `results-NAME` with `--configfile NAME.yaml`",
-             _describe(schema, props["results"])),
-            ("study_modules", "`[]`", _describe(schema, props["study_modules"]))]  # fmt: skip
+    rows = [
+        (
+            "results",
+            "`results`, or `results-NAME` with `--configfile NAME.yaml`",
+            _describe(schema, props["results"]),
+        ),
+        ("study_modules", "`[]`", _describe(schema, props["study_modules"])),
+    ]
     arch = props["architectures"]["additionalProperties"]
     for name, sub in arch["properties"].items():
         default = "the entry's name" if name == "model" else _fmt(getattr(Architecture(), name))

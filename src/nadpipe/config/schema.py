@@ -116,8 +116,10 @@ def _unknown_keys(err) -> str | None:
 
 def _ref(schema: dict, node: dict) -> dict:
     while "$ref" in node:
-        node = {**schema["$defs"][node["$ref"].split("/")[-1]], **{k: v for k, v in node.items()
-                                                                   if k != "$ref"}}  # fmt: skip
+        node = {
+            **schema["$defs"][node["$ref"].split("/")[-1]],
+            **{k: v for k, v in node.items() if k != "$ref"},
+        }
     return node
 
 
@@ -129,8 +131,16 @@ def _valid(schema: dict, node: dict) -> str:
     if "anyOf" in node:
         return " or ".join(_valid(schema, n) for n in node["anyOf"])
     kind = node.get("type")
-    bounds = [f"{op} {node[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
-              ("maximum", "<="), ("exclusiveMaximum", "<")) if k in node]  # fmt: skip
+    bounds = [
+        f"{op} {node[k]}"
+        for k, op in (
+            ("minimum", ">="),
+            ("exclusiveMinimum", ">"),
+            ("maximum", "<="),
+            ("exclusiveMaximum", "<"),
+        )
+        if k in node
+    ]
     limit = f" {' and '.join(bounds)}" if bounds else ""
     if kind == "null":
         return "null"
@@ -155,8 +165,13 @@ def _valid(schema: dict, node: dict) -> str:
 
 
 def _plural(words: str) -> str:
-    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a list", "lists"),
-                      ("a name", "names"), ("text", "texts")):  # fmt: skip
+    for one, many in (
+        ("an integer", "integers"),
+        ("a number", "numbers"),
+        ("a list", "lists"),
+        ("a name", "names"),
+        ("text", "texts"),
+    ):
         if words.startswith(one):
             return many + words[len(one) :]
     return words

@@ -186,8 +186,10 @@ def orphans(root: str = ".", results: str = "results") -> list[int]:
     excepted."""
     import psutil
 
-    marks = [os.path.join(os.path.abspath(root), d) for d in (".snakemake/scripts",
-             os.path.join(results, ".nadpipe"))]  # fmt: skip
+    marks = [
+        os.path.join(os.path.abspath(root), d)
+        for d in (".snakemake/scripts", os.path.join(results, ".nadpipe"))
+    ]
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         line = " ".join(p.info["cmdline"] or [])
@@ -474,8 +476,11 @@ def summarise_at_exit(
             print(text, file=sys.stderr, flush=True)
             # Snakemake's log file of this run: the first written to since this run parsed,
             # where its documentation says ("Complete log: .snakemake/log/...")
-            made = [p for p in glob.glob(".snakemake/log/*.snakemake.log")
-                    if os.path.getmtime(p) >= born]  # fmt: skip
+            made = [
+                p
+                for p in glob.glob(".snakemake/log/*.snakemake.log")
+                if os.path.getmtime(p) >= born
+            ]
             for path in sorted(made, key=os.path.getctime)[:1]:
                 with contextlib.suppress(OSError), open(path, "a") as f:
                     f.write(text + "\n")
