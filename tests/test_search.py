@@ -262,9 +262,13 @@ def test_ctrl_c_in_a_search_says_so_without_a_traceback(tmp_path):
     workdir = _workdir(tmp_path)
     # as a terminal's Ctrl-C: SIGINT to the whole process group, once round 1 has started
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each line as said, as on a terminal
+    # ... where SIGINT is not ignored: a suite started in the background of a shell without job
+    # control (`pytest &`) hands its processes SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt (seen: the search ran both rounds to exit 0)
     proc = subprocess.Popen(
         [SCRIPT, *SEARCH], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env=env, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     seen = []
     for line in proc.stdout:
