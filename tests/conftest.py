@@ -35,19 +35,23 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 # the files that run the real workflow, longest first: pytest-xdist hands them out first, so the
-# two test processes finish together (loadfile keeps each file in one process)
-LONGEST_FIRST = ("test_workflow.py", "test_cifar.py", "test_slurm.py", "test_resume.py")
+# two test processes finish together (loadfile keeps each file in one process); the SLURM test
+# last, as it reads a run the session started in the background when it began (slurm_smoke.py)
+LONGEST_FIRST = ("test_workflow.py", "test_cifar.py", "test_resume.py")
+LAST = ("test_slurm.py",)
 
 
 # the tests that need Debian packages a bare machine lacks (tests/system_packages.py), and the
 # session's background install of them
 NEED_PACKAGES = ("test_slurm.py", "test_workflow.py", "test_docs.py")
 APT = pytest.StashKey["subprocess.Popen | None"]()
+SMOKE = pytest.StashKey[tuple]()
 
 
 def pytest_configure(config):
     """In the process that starts the test processes (before it starts them): install the
-    Debian packages the asked tests need in the background, when this machine lacks them."""
+    Debian packages the asked tests need in the background, when this machine lacks them; start
+    the SLURM smoke run in the background when the SLURM test is asked for unfiltered."""
     if hasattr(config, "workerinput"):
         return
     tests = Path(__file__).parent
@@ -56,11 +60,28 @@ def pytest_configure(config):
         from system_packages import start_background_install
 
         config.stash[APT] = start_background_install(Path(tempfile.gettempdir()))
+    unfiltered = not (config.option.keyword or config.option.markexpr)
+    if unfiltered and any(tests.is_relative_to(a) or a.name in LAST for a in asked):
+        import slurm_smoke
+
+        folder = Path(tempfile.mkdtemp(prefix="nadpipe-slurm-smoke-"))
+        config.stash[SMOKE] = (slurm_smoke.start(folder), folder)
+        os.environ[slurm_smoke.ENV] = str(folder)  # for the test processes, started after this
+
+
+def pytest_unconfigure(config):
+    """A SLURM smoke run still going when the session ends is stopped, with its cluster."""
+    if SMOKE in config.stash:
+        import slurm_smoke
+
+        slurm_smoke.stop(*config.stash[SMOKE])
 
 
 def pytest_collection_modifyitems(items):
     def rank(item):
         name = item.path.name
+        if name in LAST:
+            return len(LONGEST_FIRST) + 1 + LAST.index(name)
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: each file keeps its own order

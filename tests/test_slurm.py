@@ -1,73 +1,44 @@
 """The SLURM profile on a real Slurm: a single-node cluster on loopback started by
 tests/slurm/local_slurm.sh (which installs Debian's slurm-wlm and munge when missing), and the
-smoke config run through `--profile profiles/slurm`. A machine that cannot run Slurm fails this
-test with the reason; it is never skipped."""
+smoke config run through `--profile profiles/slurm` (tests/slurm_smoke.py: the session starts it
+in the background, as it waits more than it computes). A machine that cannot run Slurm fails
+this test with the reason; it is never skipped."""
 
 import json
+import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO
-from helpers import snakemake_command
-from system_packages import wait_for_background_install
-
-SCRIPT = REPO / "tests" / "slurm" / "local_slurm.sh"
+import slurm_smoke
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    state = tmp_path_factory.mktemp("slurm")
-    wait_for_background_install()  # the session's, started when it began (a bare machine)
-    res = subprocess.run(
-        ["bash", str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=900
-    )
-    try:
-        if res.returncode != 0:
-            pytest.fail(
-                "cannot start a local Slurm on this machine, so the SLURM profile is untested:\n"
-                f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
-            )
-        yield state
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], timeout=120)
+def smoke(tmp_path_factory):
+    """The smoke run's (result, working directory): the session's, or one started here."""
+    folder = os.environ.get(slurm_smoke.ENV)
+    if folder is None:  # a session that filtered its tests did not start it
+        folder = tmp_path_factory.mktemp("slurm-smoke")
+        proc = slurm_smoke.start(folder)
+        try:
+            result = slurm_smoke.wait(Path(folder))
+        finally:
+            slurm_smoke.stop(proc, Path(folder))
+    else:
+        result = slurm_smoke.wait(Path(folder))
+    if not result["started"]:
+        pytest.fail(
+            "cannot start a local Slurm on this machine, so the SLURM profile is untested:\n"
+            f"{result['output'][-6000:]}"
+        )
+    return result, Path(folder) / "work"
 
 
-def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(cluster, tmp_path):
-    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    # the cluster's GPU is fake: a job given it would stop (it finds no CUDA) unless the config
-    # says to compute on the CPU; the NADs in 3 shards (16, 16 and 8 networks), 4 cells
-    (tmp_path / "cpu.yaml").write_text(
-        "gpus: {device: cpu}\n"
-        "nads: {networks_per_chunk: 8, networks_per_shard: 16}\n"
-        "nad_pairs: {indices: [0, 1]}\n"
-    )
-    timeout = ["timeout", "-k", "10", "720"]  # Snakemake ignores SIGTERM: -k kills it
-    cmd = timeout + snakemake_command(
-        tmp_path,
-        "--profile",
-        str(REPO / "profiles" / "slurm"),
-        "--configfile",
-        str(REPO / "configs" / "smoke.yaml"),
-        str(tmp_path / "cpu.yaml"),
-        # a 2-CPU node: two single-CPU jobs at a time (the evaluations' resources as the profile
-        # sets them: a command line's --set-resources replaces the profile's); first status
-        # check after 1 s (the plugin then adds 10 s per check that finds no job finished)
-        "--set-resources",
-        "nads:cpus_per_task=1",
-        "nad_shard:cpus_per_task=1",
-        "train:cpus_per_task=1",
-        "evaluate:mem_mb=16000",
-        "evaluate:runtime=2",
-        "--slurm-init-seconds-before-status-checks",
-        "1",
-    )
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, f"rc {res.returncode}:\n{out[-6000:]}"
+def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
+    result, tmp_path = smoke
+    out = result["output"]
+    assert result["rc"] == 0, f"rc {result['rc']}:\n{out[-6000:]}"
     # every job of the plan but the local rules (the target `all`, the report's small text
     # files, the empty ahead files of cells trained alone) ran as a SLURM job: the NAD shards,
     # the merge and the trainings each alone, the 4 evaluations in one submission, the summary
