@@ -66,20 +66,35 @@ def test_a_cpu_run_asks_no_job_for_a_gpu(tmp_path):
     assert auto["nads"] == auto["train"] == auto["evaluate"] == {1}, auto
 
 
-def test_the_summary_comparison_finds_a_difference_and_other_rows(tmp_path):
-    rows = pd.DataFrame({"arch": ["lenet"] * 2, "variant": ["i0_j0"] * 2, "seed": [0, 0],
-                         "split": ["test", "train"], "condition": ["both"] * 2,
-                         "accuracy": [0.9, 1.0], "device": ["cpu", "cpu"]})  # fmt: skip
-    for name, df in (("cpu", rows), ("gpu", rows.assign(accuracy=[0.85, 1.0], device="H100"))):
-        (tmp_path / name / "nad_pairs").mkdir(parents=True)
-        df.to_parquet(tmp_path / name / "nad_pairs" / "summary.parquet")
-    diff, devices = acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
-    assert diff == pytest.approx(0.05 * 48) and devices == {"H100"}  # in test images
-    # two images apart, computed as floats: 2/48 in its last bit above 2/48 (b879b52 refused it)
-    edge = rows.assign(accuracy=[46 / 48 - 44 / 48 + 0.9, 1.0], device="H100")
-    edge.to_parquet(tmp_path / "gpu" / "nad_pairs" / "summary.parquet")
-    diff, _ = acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
-    assert diff == acceptance.TOLERANCE
+def test_the_summary_comparison_reads_only_rows_that_can_be_equal(tmp_path):
+    # 400 test images; the both-channels rows of a model that learned, then one at chance and
+    # the single-channel rows of a (0, 0) cell (which channel it reads is a coin)
+    rows = pd.DataFrame({
+        "arch": ["lenet"] * 4 + ["mlp"] * 2, "variant": ["i0_j0"] * 6, "seed": [0] * 6,
+        "split": ["test", "train", "test", "test", "test", "train"],
+        "condition": ["both", "both", "ch1_only", "ch2_only", "both", "both"],
+        "accuracy": [0.9, 1.0, 0.9, 0.5, 0.5, 0.52], "n_test": [400] * 6,
+        "outcome": ["learned"] * 4 + ["did not learn"] * 2, "device": ["cpu"] * 6,
+    })  # fmt: skip
+
+    def compare(gpu_accuracy):
+        for name, df in (("cpu", rows), ("gpu", rows.assign(accuracy=gpu_accuracy,
+                                                           device="H100"))):  # fmt: skip
+            (tmp_path / name / "nad_pairs").mkdir(parents=True, exist_ok=True)
+            df.to_parquet(tmp_path / name / "nad_pairs" / "summary.parquet")
+        return acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
+
+    # the coin and the model at chance move as they like: 2 rows compared, 1 % apart
+    diff, devices, compared = compare([0.91, 1.0, 0.5, 0.9, 0.95, 0.5])
+    assert diff == pytest.approx(0.01) and devices == {"H100"} and compared == 2
+    # exactly the tolerance, as floats (20/400 computed two ways): passes, as the doctor checks
+    diff, _, _ = compare([0.9 - (20 / 400 - 1 / 400) - 1 / 400, 1.0, 0.9, 0.5, 0.5, 0.52])
+    assert diff <= acceptance.TOLERANCE + 1e-9 and diff == pytest.approx(acceptance.TOLERANCE)
+    diff, _, _ = compare([0.8, 1.0, 0.9, 0.5, 0.5, 0.52])  # a learned cell 40 images off
+    assert diff == pytest.approx(0.1) and diff > acceptance.TOLERANCE
+    rows.loc[:, "outcome"] = "did not learn"  # nothing learned: agreeing proves nothing
+    with pytest.raises(RuntimeError, match="no model of .* learned"):
+        compare(rows["accuracy"].tolist())
     rows.iloc[:1].to_parquet(tmp_path / "gpu" / "nad_pairs" / "summary.parquet")
     with pytest.raises(RuntimeError, match="other rows"):
         acceptance.compare_summaries(tmp_path / "cpu", tmp_path / "gpu")
@@ -108,13 +123,18 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     from nadpipe.studies import REGISTRY
 
     only = {name: {"enabled": False} for name, e in REGISTRY.items() if not e.needs_nads}
-    _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", change=only)
-    again = {**only, "nads": {"seed": 1}}
+    change = {**acceptance.learning_sizes(), **only}  # at the doctor's sizes
+    _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", change=change)
+    again = {**change, "nads": {"seed": 1}}
     _, other = acceptance._snakemake(REPO, tmp_path / "other", "cpu", nads_of=cpu, change=again)
     assert {p.parent.name for p in other.glob("*/summary.parquet")} == {
         name for name, e in REGISTRY.items() if e.needs_nads
     }
     config = yaml.safe_load((other / "config.yaml").read_text())
     assert config["architectures"]["lenet"]["nads_file"] == str((cpu / "nads/lenet.npy").resolve())
-    diff, devices = acceptance.compare_summaries(cpu, other)
+    diff, devices, compared = acceptance.compare_summaries(cpu, other)
     assert diff <= acceptance.TOLERANCE and devices == {"cpu"}
+    # ... over models that learned at the doctor's sizes (at the micro study's own, none did)
+    pairs = pd.read_parquet(cpu / "nad_pairs" / "summary.parquet")
+    assert set(pairs["outcome"]) == {"learned"} and (pairs["n_test"] == 400).all()
+    assert compared >= 2 * len(pairs.drop_duplicates(["arch", "variant", "seed"]))

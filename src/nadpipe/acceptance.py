@@ -2,11 +2,12 @@
 accelerator cannot prove, run on the real device, with the table docs/speed.md needs.
 
 1. The micro study (one cell of every study) through the real Snakemake DAG on the CPU, then on
-   CUDA with 1 and with 4 jobs per GPU. A GPU draws other random networks than the CPU, so
-   CUDA's NADs are of other networks (two draws of 24 share little of their top NADs): the CUDA
-   runs read the CPU run's NADs (architectures.NAME.nads_file), so that every summary row
-   compares like with like (within two test images), and CUDA computes the NADs of the CPU's
-   networks, moved over, which must agree with the CPU's (top-5 overlap above 0.99).
+   CUDA with 1 and with 4 jobs per GPU, at sizes where its cells learn (LEARNS). A GPU draws
+   other random networks than the CPU, so CUDA's NADs are of other networks (two draws of 24
+   share little of their top NADs): the CUDA runs read the CPU run's NADs
+   (architectures.NAME.nads_file), so that the rows that can be equal (every channel kept, of
+   models that learned) compare like with like (within TOLERANCE), and CUDA computes the NADs of
+   the CPU's networks, moved over, which must agree with the CPU's (top-5 overlap above 0.99).
 2. A training killed with SIGKILL after its third epoch and run again: alone and as a batch of
    two cells, on CUDA with gpus.deterministic, it resumes and ends bit for bit where an
    uninterrupted run ends.
@@ -29,20 +30,31 @@ from pathlib import Path
 # (name, what it checks) of every step, in order: printed before the steps run, and instead of
 # them where there is no GPU
 STEPS = [
-    ("micro-cpu", "the micro study (one cell of every study) on the CPU (snakemake --cores 4)"),
+    (
+        "micro-cpu",
+        "the micro study (one cell of every study) at 1000 samples and 10 epochs, where its "
+        "cells learn, on the CPU (snakemake --cores 4)",
+    ),
     (
         "micro-gpu1",
-        "the same on CUDA on the CPU's NADs, 1 job per GPU (--resources gpu=1): rows "
-        "agree with the CPU; CUDA's NADs of the CPU's networks agree with the CPU's",
+        "the same on CUDA on the CPU's NADs, 1 job per GPU (--resources gpu=1): the rows of "
+        "models that learned agree with the CPU; CUDA's NADs of the CPU's networks agree "
+        "with the CPU's",
     ),
-    ("micro-gpu4", "the same on CUDA, 4 jobs per GPU (--resources gpu=4): rows agree with the CPU"),
+    (
+        "micro-gpu4",
+        "the same on CUDA, 4 jobs per GPU (--resources gpu=4): rows agree with the CPU",
+    ),
     ("resume-alone", "LeNet killed after epoch 3 on CUDA and resumed: equals an uninterrupted run"),
     ("resume-batch", "a batch of two LeNet cells killed and resumed likewise"),
     ("bench-nads", "python benchmarks/nads.py --models lenet resnet18 --networks 64"),
     ("bench-train", "python benchmarks/train.py --models mlp lenet resnet18 --n 4096"),
 ]
-TOLERANCE = 2  # accuracy GPU vs CPU: two of the micro study's 48 test images (counted, not
-# compared as floats: 2/48 computed two ways differs in its last bit)
+# |accuracy on CUDA - on the CPU| of a row that can be equal: 5 % of the test images (20 of the
+# doctor's 400), compared in images (counted, not as floats: 2/48 computed two ways differs in
+# its last bit). Float rounding moves a learned cell by a few images (the H100 at 0.10.1: within
+# 3 % on the micro study's 48); a GPU that computes wrongly leaves a cell at chance, 50 % off.
+TOLERANCE = 0.05
 
 
 def plan_text() -> str:
@@ -64,6 +76,23 @@ def commit(root: Path) -> str:
 
 DATA = {"n_train": 96, "n_test": 48}
 TRAIN = {"epochs": 2, "batch_size": 32}
+# the doctor's micro study: sizes at which its cells learn. At the micro study's own (96 samples,
+# 2 epochs) every cell is at chance on the CPU and on CUDA alike (the H100 at 0.10.1: test
+# accuracies 0.19 to 0.54), so rows that agree prove only that the jobs ran
+LEARNS = {"n_train": 1000, "n_test": 400, "epochs": 10}
+
+
+def learning_sizes() -> dict:
+    """The blocks the doctor merges over the micro config (`_snakemake`'s `change`): every
+    study, and the CIFAR-10-like files, at LEARNS' sizes."""
+    from .studies import REGISTRY
+
+    sizes = {k: LEARNS[k] for k in ("n_train", "n_test")}
+    change: dict = {"cifar10": dict(sizes)}
+    for name, entry in REGISTRY.items():
+        block = {k: v for k, v in sizes.items() if k in entry.data_keys}
+        change[name] = {**block, "train": {**TRAIN, "epochs": LEARNS["epochs"]}}
+    return change
 
 
 def micro_config(cifar_root: str) -> dict:
@@ -116,10 +145,11 @@ def _snakemake(
     from .cifar import write_cifar10_like
 
     work.mkdir(parents=True, exist_ok=True)
-    write_cifar10_like(str(work / "cifar"), n_train=96, n_test=48, seed=2)
     config = micro_config(str(work / "cifar")) | {"gpus": {"device": device}}
     for block, values in (change or {}).items():
         config[block] = {**config.get(block, {}), **values}
+    files = {k: config["cifar10"][k] for k in ("n_train", "n_test")}
+    write_cifar10_like(str(work / "cifar"), **files, seed=2)
     if nads_of is not None:
         config = with_nads_of(config, nads_of)
     (work / "micro.yaml").write_text(yaml.safe_dump(config))
@@ -144,24 +174,39 @@ def _snakemake(
     return time.perf_counter() - start, work / "results-micro"  # --configfile micro.yaml
 
 
-def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str]]:
+def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
     """Largest |accuracy difference| between the summaries of every study under two results
-    folders, row by row, in test images (DATA's n_test), and the devices the second ran on."""
+    folders, over the rows that can be equal, as a fraction of each row's test images; the
+    devices the second ran on; how many rows it compared. Rows that can be equal: those with
+    every channel kept (the study's first condition) of models that learned on the CPU. (Which
+    of two identical channels a model reads, as in a pairs cell (i, i), is a coin; a model at
+    chance agrees with anything.) Fails where no row can be compared."""
     import pandas as pd
+
+    from .settings import Shape
+    from .studies import REGISTRY
 
     key = ["arch", "variant", "seed", "split", "condition"]
     found = sorted(p.relative_to(cpu) for p in cpu.glob("*/summary.parquet"))
     if not found:
         raise RuntimeError(f"no summary under {cpu}")
-    diff, devices = 0.0, set()
+    diff, devices, compared = 0.0, set(), 0
     for rel in found:
         a, b = pd.read_parquet(cpu / rel), pd.read_parquet(gpu / rel)
         m = a.merge(b, on=key, suffixes=("_cpu", "_gpu"))
         if len(m) != len(a) or len(a) != len(b):
             raise RuntimeError(f"{rel}: other rows on the GPU ({len(a)}, {len(b)}, {len(m)})")
-        diff = max(diff, float((m["accuracy_cpu"] - m["accuracy_gpu"]).abs().max()))
         devices |= set(b["device"])
-    return round(diff * DATA["n_test"], 6), devices
+        full = next(iter(REGISTRY[rel.parent.name].conditions(Shape(1, 32, 32))))
+        m = m[(m["condition"] == full) & (m["outcome_cpu"] == "learned")]
+        images = (m["accuracy_cpu"] - m["accuracy_gpu"]).abs() * m["n_test_cpu"]
+        diff = max(diff, float((images.round(6) / m["n_test_cpu"]).max()) if len(m) else 0.0)
+        compared += len(m)
+    if not compared:
+        raise RuntimeError(
+            f"no model of {cpu} learned (every one at chance): agreeing rows would prove nothing"
+        )
+    return diff, devices, compared
 
 
 def nads_of_the_cpus_networks(cpu: Path, work: Path) -> float:
@@ -300,6 +345,21 @@ def _kill_after_third_epoch(proc: subprocess.Popen, checkpoint: Path) -> None:
         raise RuntimeError(f"the training to kill ended before its third epoch:\n{out[-3000:]}")
 
 
+def _micro_gpu(root: Path, work: Path, cpu: Path | None, jobs_per_gpu: str) -> str:
+    """The doctor's micro study on CUDA on the CPU run's NADs, compared with it."""
+    if cpu is None:
+        raise RuntimeError("the CPU's micro study did not finish: nothing to compare with")
+    args = ("--resources", f"gpu={jobs_per_gpu}")
+    _, summary = _snakemake(root, work, "cuda", *args, nads_of=cpu, change=learning_sizes())
+    diff, devices, rows = compare_summaries(cpu, summary)
+    if diff > TOLERANCE + 1e-9 or "cpu" in devices:
+        raise RuntimeError(f"accuracies differ by {diff:.1%} of the test images on {devices}")
+    return (
+        f"accuracies of {rows} rows of models that learned within {diff:.1%} of the test images "
+        f"of the CPU's on {devices}"
+    )
+
+
 def _bench(root: Path, script: str, *args: str) -> str:
     res = subprocess.run(
         [sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True
@@ -336,18 +396,11 @@ def run(scratch: Path, say=print) -> int:
         start = time.perf_counter()
         try:
             if step == "micro-cpu":
-                _, cpu_summary = _snakemake(root, scratch / step, "cpu")
+                _, cpu_summary = _snakemake(root, scratch / step, "cpu", change=learning_sizes())
                 result = "finished"
             elif step.startswith("micro-gpu"):
-                n = step[-1]
-                _, summary = _snakemake(
-                    root, scratch / step, "cuda", "--resources", f"gpu={n}", nads_of=cpu_summary
-                )
-                diff, devices = compare_summaries(cpu_summary, summary)
-                if diff > TOLERANCE or "cpu" in devices:
-                    raise RuntimeError(f"accuracies differ by {diff:g} test images on {devices}")
-                result = f"accuracies within {diff:g} test images of the CPU's on {devices}"
-                if n == "1":
+                result = _micro_gpu(root, scratch / step, cpu_summary, step[-1])
+                if step == "micro-gpu1":
                     overlap = nads_of_the_cpus_networks(cpu_summary, scratch / "nads-of-cpu")
                     if overlap <= 0.99:
                         raise RuntimeError(
