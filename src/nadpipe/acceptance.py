@@ -178,9 +178,9 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
     """Largest |accuracy difference| between the summaries of every study under two results
     folders, over the rows that can be equal, as a fraction of each row's test images; the
     devices the second ran on; how many rows it compared. Rows that can be equal: those with
-    every channel kept (the study's first condition) of models that learned on the CPU. (Which
-    of two identical channels a model reads, as in a pairs cell (i, i), is a coin; a model at
-    chance agrees with anything.) Fails where no row can be compared."""
+    every channel kept (the study's first condition) of models that learned on the CPU
+    (`_learned`). (Which of two identical channels a model reads, as in a pairs cell (i, i), is
+    a coin; a model at chance agrees with anything.) Fails where no row can be compared."""
     import pandas as pd
 
     from .settings import Shape
@@ -198,7 +198,9 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
             raise RuntimeError(f"{rel}: other rows on the GPU ({len(a)}, {len(b)}, {len(m)})")
         devices |= set(b["device"])
         full = next(iter(REGISTRY[rel.parent.name].conditions(Shape(1, 32, 32))))
-        m = m[(m["condition"] == full) & (m["outcome_cpu"] == "learned")]
+        m = m[m["condition"] == full]
+        learned = {k for k, model in m.groupby(["arch", "variant", "seed"]) if _learned(model)}
+        m = m[[k in learned for k in zip(m["arch"], m["variant"], m["seed"], strict=True)]]
         images = (m["accuracy_cpu"] - m["accuracy_gpu"]).abs() * m["n_test_cpu"]
         diff = max(diff, float((images.round(6) / m["n_test_cpu"]).max()) if len(m) else 0.0)
         compared += len(m)
@@ -207,6 +209,21 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
             f"no model of {cpu} learned (every one at chance): agreeing rows would prove nothing"
         )
     return diff, devices, compared
+
+
+def _learned(model) -> bool:
+    """Whether a model's rows (every channel kept, on the CPU) show it learned: its training
+    did (`outcome`), and its test accuracy is clearly above chance (findings.at_chance, two
+    classes): a model that fits its training set and guesses on the test set (the micro
+    study's Fourier cell) agrees with anything on the test set."""
+    from .findings import at_chance
+
+    test = model[model["split"] == "test"]
+    return bool(
+        (model["outcome_cpu"] == "learned").all()
+        and len(test)
+        and not at_chance(float(test["accuracy_cpu"].min()), int(test["n_test_cpu"].iloc[0]), 2)
+    )
 
 
 def nads_of_the_cpus_networks(cpu: Path, work: Path) -> float:
