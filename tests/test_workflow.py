@@ -710,6 +710,10 @@ def test_diverged_and_dead_trainings_are_recorded_and_never_read_as_findings(tmp
             **MICRO["nad_pairs"],
             "architectures": ["mlp", "dead"],
             "train_per_arch": {"mlp": {"lr_max": 1.0e4, "grad_clip": None}},
+            # neither outcome needs MICRO's 2000 samples and 10 epochs
+            "n_train": 400,
+            "n_test": 200,
+            "train": {"epochs": 2},
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
