@@ -233,6 +233,21 @@ def config_page(text: str, output: str) -> None:
     )
 
 
+def resolved_config_job(config: dict, yaml_out: str, page_out: str) -> None:
+    """The config the run used, every default filled in: as YAML, and as a page the report
+    shows."""
+    import yaml
+
+    text = yaml.safe_dump(config, sort_keys=False)
+    save_text(text, yaml_out)
+    config_page(text, page_out)
+
+
+def summary_table_job(summary: str, output: str) -> None:
+    """`summary_table` of a study's summary.parquet."""
+    summary_table(load_parquet(summary), output)
+
+
 def summary_table(df: pd.DataFrame, output: str) -> None:
     """Test accuracy (%) per architecture, cell and condition, mean over seeds (range when
     several), as an HTML table."""

@@ -1,8 +1,14 @@
 """One shard of an architecture's NAD networks: their input sensitivities (nadpipe.shards)."""
 
-from nadpipe.jobs import nad_shard_job
-from nadpipe.runner.worker import job_log
+from nadpipe.runner import worker
 
 sm = snakemake
-with job_log(sm.log[0], sm.threads, gpu=sm.resources.gpu):
-    nad_shard_job(sm.params.job, sm.output.shard, sm.output.summary)
+worker.run(
+    "nadpipe.jobs:nad_shard_job",
+    sm.params.job,
+    sm.output.shard,
+    sm.output.summary,
+    log=sm.log[0],
+    threads=sm.threads,
+    gpu=sm.resources.gpu,
+)

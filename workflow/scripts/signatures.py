@@ -1,10 +1,14 @@
 """Architecture signatures: how the NADs of every pair of architectures overlap."""
 
-from nadpipe.runner.worker import job_log
-from nadpipe.signatures import signatures_job
+from nadpipe.runner import worker
 
 sm = snakemake
-with job_log(sm.log[0]):
-    signatures_job(
-        list(sm.input), sm.params.archs, sm.params.shapes, sm.output.table, sm.output.figure
-    )
+worker.run(
+    "nadpipe.signatures:signatures_job",
+    list(sm.input),
+    sm.params.archs,
+    sm.params.shapes,
+    sm.output.table,
+    sm.output.figure,
+    log=sm.log[0],
+)

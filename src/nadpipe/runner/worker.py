@@ -34,7 +34,15 @@ from typing import Any
 
 ENV = "NADPIPE_WORKER"  # "<socket path>:<pid of the Snakemake process that owns it>"
 # torch._dynamo: every optimizer's constructor imports it (2 s of every training job otherwise)
-PRELOAD = ("torch", "torch._dynamo", "pandas", "nadpipe.jobs", "nadpipe.plots", "nadpipe.report")
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "pandas",
+    "nadpipe.jobs",
+    "nadpipe.plots",
+    "nadpipe.report",
+    "nadpipe.signatures",
+)
 
 
 def _send(conn: socket.socket, obj: Any) -> None:
