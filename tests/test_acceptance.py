@@ -121,12 +121,13 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     # what a GPU does differently, emulated on the CPU: another draw of NAD networks (nads.seed
     # 1 for 0; b879b52's doctor compared rows that rest on the draw, 4 images apart here). Its
     # GPU steps read the CPU run's NADs: rows then agree within the tolerance, and they do
-    # the studies whose data rest on NADs and not on CIFAR-10, at the doctor's sizes (the
-    # others' rows cannot move with the draw; the CIFAR-like cells, synthetic images, learn
-    # nothing at these sizes, so the doctor compares none of their rows)
+    # in the study whose models learn at the doctor's sizes, the NAD pairs (the rows of
+    # studies without NADs cannot move with the draw; the single-direction cell fits its
+    # training set and guesses on its test set, and the CIFAR-like cells, synthetic images,
+    # learn nothing: the doctor compares none of their rows)
     from nadpipe.studies import REGISTRY
 
-    used = {name for name, e in REGISTRY.items() if e.needs_nads and not e.needs_cifar}
+    used = {"nad_pairs"}
     only = {name: {"enabled": False} for name in REGISTRY if name not in used}
     change = {**acceptance.learning_sizes(), **only}
     _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", change=change)
