@@ -33,11 +33,12 @@ ENV = "NADPIPE_TESTS_SLURM_RUN"  # the session's run folder, for the test proces
 def command(work: Path) -> list[str]:
     """The smoke config through the SLURM profile, sized for a 2-CPU node (as the test reads)."""
     # the cluster's GPU is fake: a job given it would stop (it finds no CUDA) unless the config
-    # says to compute on the CPU; the NADs in 3 shards (16, 16 and 8 networks), 4 cells
+    # says to compute on the CPU; the NADs in 3 shards (16, 16 and 8 networks), the smoke
+    # config's cell with 2 seeds: 2 trainings, 2 evaluations
     (work / "cpu.yaml").write_text(
         "gpus: {device: cpu}\n"
         "nads: {networks_per_chunk: 8, networks_per_shard: 16}\n"
-        "nad_pairs: {indices: [0, 1]}\n"
+        "nad_pairs: {seeds: [0, 1]}\n"
     )
     timeout = ["timeout", "-k", "10", "720"]  # Snakemake ignores SIGTERM: -k kills it
     return [

@@ -41,29 +41,29 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
     assert result["rc"] == 0, f"rc {result['rc']}:\n{out[-6000:]}"
     # every job of the plan but the local rules (the target `all`, the report's small text
     # files, the empty ahead files of cells trained alone) ran as a SLURM job: the NAD shards,
-    # the merge and the trainings each alone, the 4 evaluations in one submission, the summary
-    # and every figure in one (profiles/slurm: groups), 10 submissions where 19 jobs ran
+    # the merge and the trainings each alone, the 2 evaluations in one submission, the summary
+    # and every figure in one (profiles/slurm: groups), 8 submissions where 15 jobs ran
     stats = out.split("Job stats:")[1].split("total")[0]
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
     local = ("all", "resolved_config", "report_landing", "report_summary", "trains_alone")
-    assert sum(planned.values()) - sum(planned[r] for r in local) == 19
-    assert (planned["nad_shard"], planned["train"], planned["evaluate"]) == (3, 4, 4)
+    assert sum(planned.values()) - sum(planned[r] for r in local) == 15
+    assert (planned["nad_shard"], planned["train"], planned["evaluate"]) == (3, 2, 2)
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
-    assert len(submitted) == 3 + 1 + 4 + 1 + 1, out[-3000:]
+    assert len(submitted) == 3 + 1 + 2 + 1 + 1, out[-3000:]
     assert len(set(submitted)) == len(submitted)
     groups = re.findall(r"^\[.*\] Group job (\w+) ", out, re.M)
     assert sorted(groups) == ["evaluations", "figures"], groups
     grouped = out.split("Group job evaluations")[1].split("has been submitted")[0]
-    assert grouped.count("rule evaluate:") == 4, grouped
+    assert grouped.count("rule evaluate:") == 2, grouped
     print(f"SLURM job ids: {' '.join(submitted)}")  # shown with pytest -s
     # the results are right, and each training knows its SLURM job, host and GPU
     df = pd.read_parquet(tmp_path / "results-smoke+cpu/nad_pairs/summary.parquet")
-    assert len(df) == 4 * 2 * 3 and df["accuracy"].between(0, 1).all()
+    assert len(df) == 2 * 2 * 3 and df["accuracy"].between(0, 1).all()
     test = df[(df["split"] == "test") & (df["variant"] == "i0_j0")]
-    test = test.set_index("condition")["accuracy"]
+    test = test.groupby("condition")["accuracy"].min()  # the worse of the two seeds
     assert test["both"] > 0.85 and test["ch1_only"] > 0.85  # LeNet learns NAD 0
     runs = pd.read_parquet(tmp_path / "results-smoke+cpu/nad_pairs/runs.parquet")
-    assert len(runs) == 4 and set(runs["slurm_job_id"]) <= set(submitted)
+    assert len(runs) == 2 and set(runs["slurm_job_id"]) <= set(submitted)
     # the NADs merged from the shards the SLURM jobs computed: all 40 networks
     nads = json.loads((tmp_path / "results-smoke+cpu/nads/lenet.json").read_text())
     assert nads["networks"] == 40 and nads["settings"]["n_networks"] == 40
