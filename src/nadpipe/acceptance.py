@@ -369,7 +369,7 @@ def _micro_gpu(root: Path, work: Path, cpu: Path | None, jobs_per_gpu: str) -> s
     args = ("--resources", f"gpu={jobs_per_gpu}")
     _, summary = _snakemake(root, work, "cuda", *args, nads_of=cpu, change=learning_sizes())
     diff, devices, rows = compare_summaries(cpu, summary)
-    if diff > TOLERANCE + 1e-9 or "cpu" in devices:
+    if diff > TOLERANCE or "cpu" in devices:
         raise RuntimeError(f"accuracies differ by {diff:.1%} of the test images on {devices}")
     return (
         f"accuracies of {rows} rows of models that learned within {diff:.1%} of the test images "
