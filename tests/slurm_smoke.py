@@ -31,7 +31,10 @@ ENV = "NADPIPE_TESTS_SLURM_RUN"  # the session's run folder, for the test proces
 
 
 def command(work: Path) -> list[str]:
-    """The smoke config through the SLURM profile, sized for a 2-CPU node (as the test reads)."""
+    """The smoke config through the SLURM profile, sized for a 2-CPU node (as the test reads).
+    Spelled here, not through helpers.snakemake_command: helpers imports conftest (torch, the
+    stand-in's registration, the session's environment), which this background process must
+    not do."""
     # the cluster's GPU is fake: a job given it would stop (it finds no CUDA) unless the config
     # says to compute on the CPU; the NADs in 3 shards (16, 16 and 8 networks), the smoke
     # config's cell with 2 seeds: 2 trainings, 2 evaluations
