@@ -55,6 +55,8 @@ STEPS = [
 # its last bit). Float rounding moves a learned cell by a few images (the H100 at 0.10.1: within
 # 3 % on the micro study's 48); a GPU that computes wrongly leaves a cell at chance, 50 % off.
 TOLERANCE = 0.05
+# a model compared on a GPU learned clearly: test accuracy half the way from chance (0.5) to 1
+CLEARLY_LEARNED = 0.75
 
 
 def plan_text() -> str:
@@ -212,17 +214,19 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
 
 
 def _learned(model) -> bool:
-    """Whether a model's rows (every channel kept, on the CPU) show it learned: its training
-    did (`outcome`), and its test accuracy is clearly above chance (findings.at_chance, two
-    classes): a model that fits its training set and guesses on the test set (the micro
-    study's Fourier cell) agrees with anything on the test set."""
-    from .findings import at_chance
-
+    """Whether a model's rows (every channel kept, on the CPU) show it learned clearly: its
+    training did (`outcome`), and its test accuracy lies at least half the way from chance (two
+    classes) to 1. A model that fits its training set and guesses on the test set (the micro
+    study's Fourier cell) agrees with anything on the test set; one at the edge of learning is
+    a coin that CUDA's rounding tosses again (LeNet on NAD 1000 twice, 48 networks: test 0.544,
+    train 0.74 on the CPU, and 9 % apart on the train set on an H100 at a22ca86), and 0.544 lies
+    within a hair of findings.at_chance's bar (0.547 on 1000 images), so that bar cannot tell
+    it from learned on every machine."""
     test = model[model["split"] == "test"]
     return bool(
         (model["outcome_cpu"] == "learned").all()
         and len(test)
-        and not at_chance(float(test["accuracy_cpu"].min()), int(test["n_test_cpu"].iloc[0]), 2)
+        and float(test["accuracy_cpu"].min()) >= CLEARLY_LEARNED
     )
 
 
