@@ -35,11 +35,13 @@ def command(work: Path) -> list[str]:
     Spelled here, not through helpers.snakemake_command: helpers imports conftest (torch, the
     stand-in's registration, the session's environment), which this background process must
     not do."""
-    # the cluster's GPU is fake: a job given it would stop (it finds no CUDA) unless the config
-    # says to compute on the CPU; the NADs in 3 shards (16, 16 and 8 networks), the smoke
-    # config's cell with 2 seeds: 2 trainings, 2 evaluations
-    (work / "cpu.yaml").write_text(
-        "gpus: {device: cpu}\n"
+    # GPU jobs as on a GPU cluster (gpus.device as the default config has it): each asks SLURM
+    # for the cluster's one GPU, which is fake (tests/slurm/local_slurm.sh: its task prolog
+    # records what SLURM gave each job and hides the GPU, so the jobs compute on the CPU); the
+    # NADs in 3 shards (16, 16 and 8 networks); the smoke config's cell with 2 seeds, trained
+    # together (gpus.batch_cells 2): one training job asks the GPU, both cells' jobs claim
+    (work / "gpu.yaml").write_text(
+        "gpus: {batch_cells: 2}\n"
         "nads: {networks_per_chunk: 8, networks_per_shard: 16}\n"
         "nad_pairs: {seeds: [0, 1]}\n"
     )
@@ -57,7 +59,7 @@ def command(work: Path) -> list[str]:
         str(REPO / "profiles" / "slurm"),
         "--configfile",
         str(REPO / "configs" / "smoke.yaml"),
-        str(work / "cpu.yaml"),
+        str(work / "gpu.yaml"),
         # a 2-CPU node: two single-CPU jobs at a time (the evaluations' resources as the profile
         # sets them: a command line's --set-resources replaces the profile's); first status
         # check after 1 s (the plugin then adds 10 s per check that finds no job finished)
@@ -91,6 +93,8 @@ def main(folder: Path) -> None:
             shutil.copy(REPO / "config.yaml", work / "config.yaml")
             run = subprocess.run(command(work), capture_output=True, text=True, cwd=work)
             result = {"started": True, "rc": run.returncode, "output": run.stdout + run.stderr}
+            given = state / "given.log"  # the task prolog's: what SLURM gave each job
+            result["given"] = given.read_text() if given.exists() else ""
     finally:
         subprocess.run(["bash", str(SCRIPT), "stop", str(state)], timeout=120)
     tmp = folder / f"{RESULT}.tmp"

@@ -40,16 +40,18 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
     out = result["output"]
     assert result["rc"] == 0, f"rc {result['rc']}:\n{out[-6000:]}"
     # every job of the plan but the local rules (the target `all`, the report's small text
-    # files, the empty ahead files of cells trained alone) ran as a SLURM job: the NAD shards,
-    # the merge and the trainings each alone, the 2 evaluations in one submission, the summary
-    # and every figure in one (profiles/slurm: groups), 8 submissions where 15 jobs ran
+    # files) ran as a SLURM job: the NAD shards, the merge, the batch's training and each cell's
+    # claim alone, the 2 evaluations in one submission, the summary and every figure in one
+    # (profiles/slurm: groups), 9 submissions where 16 jobs ran
     stats = out.split("Job stats:")[1].split("total")[0]
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
-    local = ("all", "resolved_config", "report_landing", "report_summary", "trains_alone")
-    assert sum(planned.values()) - sum(planned[r] for r in local) == 15
+    local = ("all", "resolved_config", "report_landing", "report_summary")
+    assert sum(planned.values()) - sum(planned[r] for r in local) == 16, planned
+    together = [r for r in planned if r.startswith("train_together_")]
     assert (planned["nad_shard"], planned["train"], planned["evaluate"]) == (3, 2, 2)
+    assert [planned[r] for r in together] == [1], planned
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
-    assert len(submitted) == 3 + 1 + 2 + 1 + 1, out[-3000:]
+    assert len(submitted) == 3 + 1 + 1 + 2 + 1 + 1, out[-3000:]
     assert len(set(submitted)) == len(submitted)
     groups = re.findall(r"^\[.*\] Group job (\w+) ", out, re.M)
     assert sorted(groups) == ["evaluations", "figures"], groups
@@ -57,20 +59,40 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
     assert grouped.count("rule evaluate:") == 2, grouped
     print(f"SLURM job ids: {' '.join(submitted)}")  # shown with pytest -s
     # the results are right, and each training knows its SLURM job, host and GPU
-    df = pd.read_parquet(tmp_path / "results-smoke+cpu/nad_pairs/summary.parquet")
+    df = pd.read_parquet(tmp_path / "results-smoke+gpu/nad_pairs/summary.parquet")
     assert len(df) == 2 * 2 * 3 and df["accuracy"].between(0, 1).all()
     test = df[(df["split"] == "test") & (df["variant"] == "i0_j0")]
     test = test.groupby("condition")["accuracy"].min()  # the worse of the two seeds
     assert test["both"] > 0.85 and test["ch1_only"] > 0.85  # LeNet learns NAD 0
-    runs = pd.read_parquet(tmp_path / "results-smoke+cpu/nad_pairs/runs.parquet")
+    runs = pd.read_parquet(tmp_path / "results-smoke+gpu/nad_pairs/runs.parquet")
     assert len(runs) == 2 and set(runs["slurm_job_id"]) <= set(submitted)
     # the NADs merged from the shards the SLURM jobs computed: all 40 networks
-    nads = json.loads((tmp_path / "results-smoke+cpu/nads/lenet.json").read_text())
+    nads = json.loads((tmp_path / "results-smoke+gpu/nads/lenet.json").read_text())
     assert nads["networks"] == 40 and nads["settings"]["n_networks"] == 40
-    # gpus.device: cpu asks SLURM for no GPU (b879b52: --gpus=1 for every job, given GPU "0")
-    assert runs["cuda_visible_devices"].isna().all()
+    # what SLURM gave each job, as its task prolog read it (`scontrol show job` and the
+    # CUDA_VISIBLE_DEVICES SLURM set): the GPU to the shards, the batch's one training and the
+    # evaluations; none to the merge, the figures and the cells' own jobs, which claim what the
+    # batch trained (issue 43: a batch's cells asked for a GPU each when they ran, where a dry
+    # run showed gpu=0)
+    given = {}
+    for line in result["given"].splitlines():  # a line per task: the batch step and srun's
+        fields = dict(f.split("=", 1) for f in line.split())
+        given[fields["JobId"]] = fields
+    assert set(submitted) == set(given), (submitted, result["given"])
+    gpus = {given[j]["Comment"].split("_wildcards")[0]: set() for j in submitted}
+    for j in submitted:
+        job = given[j]
+        held = job.get("TresPerJob", job.get("TresPerNode", "none"))
+        gpus[job["Comment"].split("_wildcards")[0]].add((held, job["CUDA_VISIBLE_DEVICES"]))
+    gpu, none = {("gres:gpu:1", "0")}, {("none", "none")}
+    assert gpus == {
+        "rule_nad_shard": gpu, "rule_nads": none, f"rule_{together[0]}": gpu,
+        "rule_train": none, "rule_evaluations_evaluate": gpu,
+        "rule_figures_aggregate_plot_plot_nads_signatures": none,
+    }, gpus  # fmt: skip
+    assert runs["cuda_visible_devices"].isna().all()  # the prolog hid the fake GPU
     assert (runs["host"] != "").all()
     assert (
-        Path(tmp_path / "results-smoke+cpu/nad_pairs/plots/heatmap_lenet.png").stat().st_size
+        Path(tmp_path / "results-smoke+gpu/nad_pairs/plots/heatmap_lenet.png").stat().st_size
         > 10_000
     )

@@ -4,7 +4,11 @@
 #                              /etc/slurm/slurm.conf and gres.conf (state, logs, munge key in
 #                              DIR), start munged, slurmctld and slurmd, wait until the node is idle
 #   local_slurm.sh stop DIR    stop the daemons by the pids recorded in DIR
-# One fake GPU (Gres=gpu:1 with File=/dev/null) lets GPU jobs schedule. The config goes to the
+# One fake GPU (Gres=gpu:1 with File=/dev/null) lets GPU jobs schedule; a task prolog writes what
+# SLURM gave each job (`scontrol show job`: its comment, which names the rule, and the GPUs it
+# holds; the CUDA_VISIBLE_DEVICES SLURM set) to DIR/given.log, then hides the fake GPU from the task (unset
+# CUDA_VISIBLE_DEVICES: a job given a GPU that CUDA cannot see stops, as it should on a real
+# cluster), so the jobs compute on the CPU. The config goes to the
 # default path because snakemake-executor-plugin-slurm removes every SLURM_* variable, SLURM_CONF
 # included, inside its jobs before it calls srun. An /etc/slurm/slurm.conf not written by this
 # script is never overwritten.
@@ -96,7 +100,17 @@ AccountingStorageType=accounting_storage/none
 MpiDefault=none
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:1 State=UNKNOWN
 PartitionName=ci Nodes=$host Default=YES MaxTime=INFINITE State=UP
+TaskProlog=$dir/task_prolog.sh
 CONF
+cat > "$dir/task_prolog.sh" <<PROLOG
+#!/bin/sh
+job=\$(scontrol show job "\$SLURM_JOB_ID" | tr ' ' '\n' |
+      grep -E '^(JobId|Comment|TresPerJob|TresPerNode)=' | tr '\n' ' ')
+# one write of one line: tasks of jobs that start together append to the same file
+echo "\$job CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:-none}" >> "$dir/given.log"
+echo "unset CUDA_VISIBLE_DEVICES"
+PROLOG
+chmod 755 "$dir/task_prolog.sh"
 cat > /etc/slurm/gres.conf <<CONF
 $mark
 NodeName=$host Name=gpu File=/dev/null
