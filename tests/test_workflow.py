@@ -480,8 +480,8 @@ def _holding(copy: Path, first: subprocess.Popen) -> None:
 def test_a_second_run_in_the_same_directory_is_told_what_is_going_on(run, tmp_path):
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
-    # a first run that executes jobs (every figure again), frozen while it holds the lock
-    cmd = snakemake_command(copy, "--cores", "1", "--forcerun", "plot", "plot_nads")
+    # a first run that executes jobs (the NAD figures again), frozen while it holds the lock
+    cmd = snakemake_command(copy, "--cores", "1", "--forcerun", "plot_nads")
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _holding(copy, first)
     try:
