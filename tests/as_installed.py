@@ -7,9 +7,10 @@ on CIFAR-10-like files) with the `snakemake` this install put on PATH, as a user
 report command that run printed, typed exactly as printed; `nadpipe doctor` (no package missing);
 `nadpipe nads` of a registry model. Each step's values are checked, not only its exit status.
 
-Last, `pip install --target .venv/snakemake-floor 'snakemake[reports]==FLOOR'`: the lowest
-Snakemake that pyproject.toml declares, beside (not over) the newest, for tests/test_floor.py,
-which runs the micro study with it. The one download of the suite, from the package registry.
+Beside all that, from the start: `pip install --target .venv/snakemake-floor
+'snakemake[reports]==FLOOR'`, the lowest Snakemake that pyproject.toml declares, beside (not
+over) the newest, for tests/test_floor.py, which runs the micro study with it. The one download
+of the suite, from the package registry.
 
 Usage: .venv/bin/python tests/as_installed.py   (exit 0: every check held)
 """
@@ -113,20 +114,35 @@ def doctors_advice(advice: str) -> None:
     check("MISSING" not in doctor, f"nadpipe doctor still names a missing package:\n{doctor}")
 
 
-def install_floor() -> None:
-    version = floor()
+def install_floor() -> tuple[subprocess.Popen, float] | None:
+    """Start installing the floor, beside the user's path (it waits on the package registry
+    more than on the CPU); None when it is there already. `floor_installed` waits for it."""
     marker = FLOOR_DIR / "VERSION"
-    if marker.exists() and marker.read_text().strip() == version:
-        print(f"  Snakemake {version} already under {FLOOR_DIR}")
+    if marker.exists() and marker.read_text().strip() == floor():
+        print(f"  Snakemake {floor()} already under {FLOOR_DIR}")
+        return None
+    args = [sys.executable, "-m", "pip", "install", "-q", "--target", str(FLOOR_DIR), "--upgrade",
+            f"snakemake[reports]=={floor()}"]  # fmt: skip
+    out = subprocess.PIPE
+    return subprocess.Popen(args, stdout=out, stderr=out, text=True), time.perf_counter()
+
+
+def floor_installed(started: tuple[subprocess.Popen, float] | None) -> None:
+    if started is None:
         return
-    spec = f"snakemake[reports]=={version}"
-    run([sys.executable, "-m", "pip", "install", "-q", "--target", str(FLOOR_DIR), "--upgrade",
-         spec], REPO, f"Snakemake's floor ({spec}) for tests/test_floor.py")  # fmt: skip
-    marker.write_text(version + "\n")
+    proc, start = started
+    out = "".join(proc.communicate())
+    what = f"Snakemake's floor (snakemake[reports]=={floor()}) for tests/test_floor.py"
+    seconds = time.perf_counter() - start
+    print(f"  {what}, beside it: `{shlex.join(proc.args)}` rc {proc.returncode}, {seconds:.0f} s")
+    if proc.returncode != 0:
+        sys.exit(f"as_installed: {what} failed:\n{out[-4000:]}")
+    (FLOOR_DIR / "VERSION").write_text(floor() + "\n")
 
 
 def main() -> int:
     extras = [m for m in DEV_ONLY if importlib.util.find_spec(m) is not None]
+    floor_install = install_floor()
     if extras:
         print(f"as_installed: this environment has the dev extras ({', '.join(extras)}), so it "
               f"is not the plain install the user's path needs; a fresh venv checks it "
@@ -137,7 +153,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="nadpipe-as-installed-") as tmp:
             advice = user_path(Path(tmp))
         doctors_advice(advice)
-    install_floor()
+    floor_installed(floor_install)
     print(json.dumps({"as_installed": "ok", "plain": not extras, "snakemake_floor": floor()}))
     return 0
 
