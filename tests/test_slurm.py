@@ -79,11 +79,11 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
         fields = dict(f.split("=", 1) for f in line.split())
         given[fields["JobId"]] = fields
     assert set(submitted) == set(given), (submitted, result["given"])
-    gpus = {given[j]["Comment"].split("_wildcards")[0]: set() for j in submitted}
-    for j in submitted:
-        job = given[j]
+    gpus = {}  # per rule: (the GPUs held, CUDA_VISIBLE_DEVICES) of its jobs
+    for job in (given[j] for j in submitted):
         held = job.get("TresPerJob", job.get("TresPerNode", "none"))
-        gpus[job["Comment"].split("_wildcards")[0]].add((held, job["CUDA_VISIBLE_DEVICES"]))
+        rule = job["Comment"].split("_wildcards")[0]
+        gpus.setdefault(rule, set()).add((held, job["CUDA_VISIBLE_DEVICES"]))
     gpu, none = {("gres:gpu:1", "0")}, {("none", "none")}
     assert gpus == {
         "rule_nad_shard": gpu, "rule_nads": none, f"rule_{together[0]}": gpu,

@@ -57,6 +57,7 @@ STEPS = [
 TOLERANCE = 0.05
 # a model compared on a GPU learned clearly: test accuracy half the way from chance (0.5) to 1
 CLEARLY_LEARNED = 0.75
+MODEL = ("arch", "variant", "seed")  # the columns that name one trained model in a summary
 
 
 def plan_text() -> str:
@@ -181,14 +182,15 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
     folders, over the rows that can be equal, as a fraction of each row's test images; the
     devices the second ran on; how many rows it compared. Rows that can be equal: those with
     every channel kept (the study's first condition) of models that learned on the CPU
-    (`_learned`). (Which of two identical channels a model reads, as in a pairs cell (i, i), is
-    a coin; a model at chance agrees with anything.) Fails where no row can be compared."""
+    (`clearly_learned`). (Which of two identical channels a model reads, as in a pairs cell
+    (i, i), is a coin; a model at chance agrees with anything.) Fails where no row can be
+    compared."""
     import pandas as pd
 
     from .settings import Shape
     from .studies import REGISTRY
 
-    key = ["arch", "variant", "seed", "split", "condition"]
+    key = [*MODEL, "split", "condition"]
     found = sorted(p.relative_to(cpu) for p in cpu.glob("*/summary.parquet"))
     if not found:
         raise RuntimeError(f"no summary under {cpu}")
@@ -200,9 +202,9 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
             raise RuntimeError(f"{rel}: other rows on the GPU ({len(a)}, {len(b)}, {len(m)})")
         devices |= set(b["device"])
         full = next(iter(REGISTRY[rel.parent.name].conditions(Shape(1, 32, 32))))
+        learned = clearly_learned(a, full)
         m = m[m["condition"] == full]
-        learned = {k for k, model in m.groupby(["arch", "variant", "seed"]) if _learned(model)}
-        m = m[[k in learned for k in zip(m["arch"], m["variant"], m["seed"], strict=True)]]
+        m = m[[k in learned for k in zip(*(m[c] for c in MODEL), strict=True)]]
         images = (m["accuracy_cpu"] - m["accuracy_gpu"]).abs() * m["n_test_cpu"]
         diff = max(diff, float((images.round(6) / m["n_test_cpu"]).max()) if len(m) else 0.0)
         compared += len(m)
@@ -213,21 +215,27 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
     return diff, devices, compared
 
 
-def _learned(model) -> bool:
-    """Whether a model's rows (every channel kept, on the CPU) show it learned clearly: its
-    training did (`outcome`), and its test accuracy lies at least half the way from chance (two
-    classes) to 1. A model that fits its training set and guesses on the test set (the micro
-    study's Fourier cell) agrees with anything on the test set; one at the edge of learning is
-    a coin that CUDA's rounding tosses again (LeNet on NAD 1000 twice, 48 networks: test 0.544,
-    train 0.74 on the CPU, and 9 % apart on the train set on an H100 at a22ca86), and 0.544 lies
-    within a hair of findings.at_chance's bar (0.547 on 1000 images), so that bar cannot tell
-    it from learned on every machine."""
-    test = model[model["split"] == "test"]
-    return bool(
-        (model["outcome_cpu"] == "learned").all()
-        and len(test)
-        and float(test["accuracy_cpu"].min()) >= CLEARLY_LEARNED
-    )
+def clearly_learned(summary, full: str) -> set[tuple]:
+    """(arch, variant, seed) of the models of a (CPU's) summary that learned clearly, read from
+    their rows with every channel kept (`full`, the study's first condition): the training did
+    (`outcome`), and the test accuracy lies at least half the way from chance (two classes) to
+    1. A model that fits its training set and guesses on the test set (the micro study's Fourier
+    cell) agrees with anything on the test set; one at the edge of learning is a coin that
+    CUDA's rounding tosses again (LeNet on NAD 1000 twice, 48 networks: test 0.544, train 0.74
+    on the CPU, and 9 % apart on the train set on an H100 at a22ca86), and 0.544 lies within a
+    hair of findings.at_chance's bar (0.547 on 1000 images), so that bar cannot tell it from
+    learned on every machine."""
+    rows = summary[summary["condition"] == full]
+
+    def learned(model) -> bool:
+        test = model[model["split"] == "test"]
+        return bool(
+            (model["outcome"] == "learned").all()
+            and len(test)
+            and float(test["accuracy"].min()) >= CLEARLY_LEARNED
+        )
+
+    return {k for k, model in rows.groupby(list(MODEL)) if learned(model)}
 
 
 def nads_of_the_cpus_networks(cpu: Path, work: Path) -> float:
