@@ -8,6 +8,7 @@ the meta device and fails as soon as it meets the job's real tensors. The same j
 where a GPU is present (marked gpu) and agree with the CPU.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -85,24 +86,49 @@ def test_a_job_given_a_gpu_it_cannot_use_stops_unless_told_to_use_the_cpu(monkey
 
 def test_a_jobs_setup_and_first_optimizer_import_nothing_the_warm_server_has_not():
     # torch.use_deterministic_algorithms imports torch._dynamo, and so does an optimizer's
-    # constructor: 2 s in every job forked from the warm server (0.3.0 before this: the default
-    # study took 1.26x as long as 0.2.0). The server preloads it; setup leaves the switch alone
-    # when it already has the asked value.
+    # first step: 2 s in every job forked from the warm server (0.3.0 before this: the default
+    # study took 1.26x as long as 0.2.0). The server imports what a job's function names
+    # before it forks the first (worker.warm); setup leaves the switch alone when it already
+    # has the asked value. A figure's job imports neither torch._dynamo nor the training.
     code = """
-import importlib, sys, torch
+import json, sys, torch
 from nadpipe.backend import Backend, setup
-from nadpipe.runner.worker import PRELOAD
+from nadpipe.runner.worker import warm
+out = {}
 assert setup(Backend(device="cpu")).type == "cpu"
-print("setup", "torch._dynamo" in sys.modules)
-for module in PRELOAD:
-    importlib.import_module(module)
+out["setup"] = "torch._dynamo" in sys.modules
+warm("nadpipe.plots:nad_figure_job")
+out["figure"] = sorted(m for m in ("torch._dynamo", "nadpipe.train") if m in sys.modules)
+warm("nadpipe.jobs:evaluate_job")  # not deterministic: its module, no more
+out["evaluate"] = "torch._dynamo" in sys.modules
+warm("nadpipe.jobs:train_job")
 before = set(sys.modules)
-torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.1, momentum=0.9)
+net = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+net(torch.ones(1, 2)).sum().backward()
+opt.step()
 setup(Backend(device="cpu"))
-print("new", sorted(m for m in set(sys.modules) - before if m.startswith("torch")))
+out["train"] = sorted(m for m in set(sys.modules) - before if m.startswith("torch"))
+print(json.dumps(out))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[:2] == ["setup False", "new []"], out.stdout + out.stderr
+    said = json.loads(out.stdout.splitlines()[-1])
+    expected = {"setup": False, "figure": [], "evaluate": False, "train": []}
+    assert said == expected, out.stdout + out.stderr
+    # a deterministic run's NAD and evaluation jobs switch it on (setup): the server imports it
+    code = """
+import os, sys
+from nadpipe.backend import ENV, Backend, setup
+from nadpipe.runner.worker import warm
+os.environ[ENV] = Backend(device="cpu", deterministic=True).to_env()
+warm("nadpipe.jobs:evaluate_job")
+print("torch._dynamo" in sys.modules)
+before = set(sys.modules)
+setup(Backend.from_env())
+print(sorted(m for m in set(sys.modules) - before if m.startswith("torch")))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["True", "[]"], out.stdout + out.stderr
 
 
 @pytest.mark.gpu

@@ -666,3 +666,20 @@ def aggregate_job(
             f"and their cells are marked 'did not learn' in the figures ({summary})"
         )
     return f"{len(df)} rows from {len(evaluations)} models -> {summary}; timings -> {runs}"
+
+
+# -- for the warm job server ------------------------------------------------------------------
+
+DYNAMO = ("torch._dynamo",)  # 1.5 s to import: an optimizer's first step imports it
+
+
+def _dynamo_if_deterministic() -> tuple[str, ...]:
+    """torch.use_deterministic_algorithms(True) (nadpipe.backend.setup) imports it too."""
+    return DYNAMO if Backend.from_env().deterministic else ()
+
+
+# what each job imports only as it runs, which the warm job server (nadpipe.runner.worker.warm)
+# imports once, before it forks the first job of that function
+train_job.warm = train_together_job.warm = DYNAMO
+for _job in (nads_job, nad_shard_job, nad_round_job, evaluate_job):
+    _job.warm = _dynamo_if_deterministic

@@ -1,10 +1,14 @@
 """A warm Python for the workflow's jobs on this machine.
 
 Importing torch takes about 2 s; in a study of many small models that is about half of all job
-time. A run that executes jobs therefore starts one server (Run.start, at Snakemake's onstart)
-that imports nadpipe's job modules once, and each job script hands its call to it: the server
-forks a child per job (a copy of the warm process, nothing shared at run time), which takes the
-script's working directory and environment, runs the job under its log and returns the result.
+time. A run that executes jobs therefore starts one server (Run.start, at Snakemake's onstart),
+and each job script hands its call to it: the server forks a child per job (a copy of the warm
+process, nothing shared at run time), which takes the script's working directory and
+environment, runs the job under its log and returns the result. Before it forks the first job of
+a function, the server imports that function's module and the modules the function names as
+imported lazily (its `warm` attribute, see `warm`), so every later job of it starts with them
+loaded, and a run imports only what its jobs use (a run that redraws a figure: no training
+module, no torch._dynamo).
 A job that is not the local Snakemake run's own (a SLURM job, another Snakemake), or finds no
 server, runs in its own process as before; the results are the same either way (tested).
 
@@ -33,16 +37,6 @@ from pathlib import Path
 from typing import Any
 
 ENV = "NADPIPE_WORKER"  # "<socket path>:<pid of the Snakemake process that owns it>"
-# torch._dynamo: every optimizer's constructor imports it (2 s of every training job otherwise)
-PRELOAD = (
-    "torch",
-    "torch._dynamo",
-    "pandas",
-    "nadpipe.jobs",
-    "nadpipe.plots",
-    "nadpipe.report",
-    "nadpipe.signatures",
-)
 
 
 def _send(conn: socket.socket, obj: Any) -> None:
@@ -98,6 +92,19 @@ def job_log(
 def resolve(target: str) -> Callable:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def warm(target: str) -> Callable:
+    """Import the job function `target` ("module:function") and the modules it names in its
+    `warm` attribute (those it imports only while it runs, e.g. torch._dynamo, which an
+    optimizer's first step imports: 1.5 s; a tuple of names, or a function that returns them
+    from the environment the server shares with the run): what the server does once, before it
+    forks the first job of `target`. Returns the function."""
+    fn = resolve(target)
+    names = getattr(fn, "warm", ())
+    for module in names() if callable(names) else names:
+        importlib.import_module(module)
+    return fn
 
 
 def run_here(target: str, args: tuple, kwargs: dict, log: str | None, threads: int, gpu: int):
@@ -177,11 +184,10 @@ def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int =
 # -- the server's side -------------------------------------------------------------------------
 
 
-def _child(conn: socket.socket) -> None:
-    """Run one job in this forked child; never returns."""
+def _child(conn: socket.socket, req: dict) -> None:
+    """Run the job `req` in this forked child; never returns."""
     code = 1
     try:
-        req = _recv(conn)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -208,15 +214,16 @@ def _child(conn: socket.socket) -> None:
 
 
 def serve(path: str, owner: int) -> None:
-    """Import the job modules, then fork a child per connection until the owner ends."""
+    """Fork a child per connection until the owner ends, each job's function imported here
+    first (`warm`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is for the jobs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    warmed: set[str] = set()
     try:
-        for module in PRELOAD:
-            importlib.import_module(module)
         from ..provenance import source_hash
 
-        source_hash()  # fixed now: the source these modules were loaded from
+        source_hash()  # fixed now: the source of this run, whenever its modules are imported
+        import torch  # noqa: F401  (job_log sets torch's threads for every job)
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -234,9 +241,21 @@ def serve(path: str, owner: int) -> None:
             if not ready:
                 continue
             conn, _ = listener.accept()
+            try:
+                conn.settimeout(30.0)  # a script sends its request as soon as it connects
+                req = _recv(conn)
+                conn.settimeout(None)
+            except (OSError, ConnectionError, EOFError, pickle.UnpicklingError):
+                conn.close()  # the script went away before it asked
+                continue
+            if req["target"] not in warmed:
+                warmed.add(req["target"])
+                # a failure is the job's to report: its child imports the module again
+                with contextlib.suppress(Exception):
+                    warm(req["target"])
             if os.fork() == 0:
                 listener.close()
-                _child(conn)
+                _child(conn, req)
             conn.close()
     finally:
         with contextlib.suppress(FileNotFoundError):
