@@ -224,6 +224,7 @@ def serve(path: str, owner: int) -> None:
 
         source_hash()  # fixed now: the source of this run, whenever its modules are imported
         import torch  # noqa: F401  (job_log sets torch's threads for every job)
+
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
