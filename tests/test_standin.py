@@ -133,7 +133,7 @@ def test_no_synchronising_read_or_copy_inside_a_training_step():
 
 
 def test_no_synchronising_read_or_copy_inside_a_nad_chunk():
-    # 8 networks in 1 chunk or in 4, their probes in chunks of 2048 or of 512: what crosses to
+    # 4 networks in 1 chunk or in 2, their probes in chunks of 2048 or of 512: what crosses to
     # and from the device, and the host's waits, stay the same (b879b52: every chunk's
     # networks copied tensor by tensor; .cpu() of each probe chunk's logits passed), one
     # network after another (the default) and a chunk's networks in one vmapped call
@@ -142,8 +142,8 @@ def test_no_synchronising_read_or_copy_inside_a_nad_chunk():
     ways = [(windowed, together) for windowed in (True, False) for together in (False, True)]
     with standin() as record:
         for windowed, together in ways:
-            for per_chunk, probes in ((8, 2048), (2, 2048), (8, 512)):
-                settings = NadSettings(n_networks=8, networks_per_chunk=per_chunk,
+            for per_chunk, probes in ((4, 2048), (2, 2048), (4, 512)):
+                settings = NadSettings(n_networks=4, networks_per_chunk=per_chunk,
                                        windowed=windowed, batch_size=probes)  # fmt: skip
                 record.clear()
                 compute_nads(lambda: build(spec), settings, spec.shape, DEVICE, progress=False,
@@ -151,12 +151,12 @@ def test_no_synchronising_read_or_copy_inside_a_nad_chunk():
                 counts[windowed, together, per_chunk, probes] = (
                     len(record.h2d),
                     len(record.syncs),
-                    len(record.d2h) // (8 // per_chunk),
+                    len(record.d2h) // (4 // per_chunk),
                 )
     for way in ways:
         assert len({v for k, v in counts.items() if k[:2] == way}) == 1, counts
     for together in (False, True):  # the points x0 (b879b52: 81, one per network tensor)
-        assert counts[False, together, 8, 2048][0] == 1, counts
+        assert counts[False, together, 4, 2048][0] == 1, counts
 
 
 def test_nad_networks_are_born_on_the_device_without_per_tensor_copies():
