@@ -711,10 +711,16 @@ def test_diverged_and_dead_trainings_are_recorded_and_never_read_as_findings(tmp
             **MICRO["nad_pairs"],
             "architectures": ["mlp", "dead"],
             "train_per_arch": {"mlp": {"lr_max": 1.0e4, "grad_clip": None}},
-            # neither outcome needs MICRO's 2000 samples and 10 epochs
+            # neither outcome needs MICRO's 2000 samples and 10 epochs, nor its measures' sizes
             "n_train": 400,
             "n_test": 200,
             "train": {"epochs": 2},
+        },
+        "analysis": {
+            "n_points": 8,
+            "margin_steps": 8,
+            "cross_section": {"n_points": 1, "resolution": 5},
+            "transitions": {"n_trajectories": 1, "n_points": 8},
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
