@@ -41,10 +41,10 @@ MICRO = {
         "train": {"epochs": 10},
     },
     "analysis": {
-        "n_points": 60,
-        "margin_steps": 20,
+        "n_points": 24,
+        "margin_steps": 12,
         "cross_section": {"n_points": 1, "resolution": 11},
-        "transitions": {"n_trajectories": 2, "n_points": 32},
+        "transitions": {"n_trajectories": 1, "n_points": 16},
     },
 }
 FIGURES = ("heatmap", "reliance", "complexity", "cross_sections")
