@@ -246,7 +246,7 @@ def serve(path: str, owner: int) -> None:
                 conn.settimeout(30.0)  # a script sends its request as soon as it connects
                 req = _recv(conn)
                 conn.settimeout(None)
-            except (OSError, ConnectionError, EOFError, pickle.UnpicklingError):
+            except (OSError, EOFError, pickle.UnpicklingError):  # ConnectionError is an OSError
                 conn.close()  # the script went away before it asked
                 continue
             if req["target"] not in warmed:
