@@ -1,11 +1,16 @@
-"""The `nadpipe` command, run as a user runs it (the installed script)."""
+"""The `nadpipe` command as a user runs it: its entry point (cli.main) in the test process for
+most checks (nadpipe_here), the installed script where the process matters: its exit status
+and refusals, its version, its log lines' format, the doctor's report of the machine."""
 
 import contextlib
 import io
+import logging
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -25,8 +30,57 @@ SCRIPT = shutil.which("nadpipe", path=str(Path(sys.executable).parent)) or shuti
 
 
 def nadpipe(*args, cwd=None, check=True):
+    """The installed `nadpipe` command, in a process of its own."""
     assert SCRIPT, "the nadpipe command is not installed (pip install -e .)"
     res = subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd)
+    if check and res.returncode != 0:
+        raise AssertionError(f"nadpipe {' '.join(args)}: {res.stdout}\n{res.stderr}")
+    return res
+
+
+def nadpipe_here(*args, cwd=None, check=True):
+    """`nadpipe ARGS` as the installed script runs it (its entry point, cli.main, and what it
+    writes to stdout and stderr, nadpipe's own log lines included: pytest's log capture is set
+    aside meanwhile), in this process: a new Python importing torch costs 1.5 CPU-seconds a
+    command. What the command sets for its process is put back after it: the working
+    directory, the import path and the modules it imported from the test's folder, the
+    environment, the loggers, torch's threads, flags and random state."""
+    from nadpipe.log import LOG
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    logs = [(g, g.handlers[:], g.level, g.propagate) for g in (root, LOG)]
+    cwd_before, env, path, modules = os.getcwd(), dict(os.environ), list(sys.path), set(sys.modules)
+    flags = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
+             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)  # fmt: skip
+    rng = torch.random.get_rng_state()
+    try:
+        root.handlers[:] = []  # as in the command's own process: nadpipe's handler on stderr
+        LOG.handlers[:] = []
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as e:  # argparse's refusals and --help
+                code = e.code
+    finally:
+        os.chdir(cwd_before)
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:  # a model file of the test's own (mynets.py)
+            if str(getattr(sys.modules[name], "__file__", "")).startswith(tempfile.gettempdir()):
+                del sys.modules[name]
+        os.environ.clear()
+        os.environ.update(env)
+        for g, handlers, level, propagate in logs:
+            g.handlers[:], g.level, g.propagate = handlers, level, propagate
+        torch.set_num_threads(flags[0])
+        torch.use_deterministic_algorithms(flags[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = flags[2:4]
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags[4:]
+        torch.random.set_rng_state(rng)
+    res = subprocess.CompletedProcess(["nadpipe", *args], code or 0, out.getvalue(), err.getvalue())
     if check and res.returncode != 0:
         raise AssertionError(f"nadpipe {' '.join(args)}: {res.stdout}\n{res.stderr}")
     return res
@@ -36,7 +90,7 @@ def nadpipe(*args, cwd=None, check=True):
     "command", ["nads", "plot-nads", "compare", "versus", "doctor", "config", "search"]
 )
 def test_every_command_has_help_with_an_example(command):
-    out = nadpipe(command, "--help").stdout
+    out = nadpipe_here(command, "--help").stdout
     assert "example:" in out and f"nadpipe {command}" in out.split("example:")[1]
 
 
@@ -90,7 +144,7 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
         "                         nn.Linear(width * h * w // 4, num_classes))\n"
     )
     out = tmp_path / "cnn.pt"
-    res = nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape",
+    res = nadpipe_here("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape",
                   "3,16,16", "--estimator", "gradient", "--n-networks", "30", "--out", str(out),
                   cwd=tmp_path)  # fmt: skip
     # the gradient is another object than the published NADs: said once (b879b52: "exact")
@@ -99,12 +153,12 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
     assert art["vectors"].shape == (768, 768) and art["shape"] == [3, 16, 16]
     assert art["model"]["kwargs"] == {"width": 6} and art["provenance"]["nadpipe_version"]
     png = tmp_path / "cnn.png"
-    nadpipe("plot-nads", str(out), "--out", str(png))
+    nadpipe_here("plot-nads", str(out), "--out", str(png))
     assert mpimg.imread(png).std() > 0.05
-    bad = nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"depth": 2}',
+    bad = nadpipe_here("nads", "--model", "mynets:small_cnn", "--kwargs", '{"depth": 2}',
                   "--out", str(tmp_path / "x.npy"), cwd=tmp_path, check=False)  # fmt: skip
     assert bad.returncode == 2 and "unexpected keyword argument 'depth'" in bad.stderr
-    bad = nadpipe("nads", "--model", "lenet", "--shape", "3x32", "--out", "x.npy", check=False)
+    bad = nadpipe_here("nads", "--model", "lenet", "--shape", "3x32", "--out", "x.npy", check=False)
     assert bad.returncode == 2 and "--shape takes C,H,W" in bad.stderr
 
 
@@ -161,25 +215,25 @@ def test_the_installed_command_refuses_them_too(tmp_path, args):
 
 def test_nads_written_as_npz_and_npy_are_read_back_by_compare_and_plot_nads(tmp_path):
     for name in ("a.npz", "b.npy"):
-        nadpipe("nads", "--model", "lenet", "--estimator", "gradient", "--n-networks", "24",
+        nadpipe_here("nads", "--model", "lenet", "--estimator", "gradient", "--n-networks", "24",
                 "--out", str(tmp_path / name))  # fmt: skip
     assert np.array_equal(np.load(tmp_path / "a.npz")["nads"], np.load(tmp_path / "b.npy"))
-    out = nadpipe("compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npy"), "-k", "10")
+    out = nadpipe_here("compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npy"), "-k", "10")
     assert re.search(r"^10 +1.000", out.stdout, re.M)
-    nadpipe("plot-nads", str(tmp_path / "a.npz"), "--out", str(tmp_path / "a.png"))
+    nadpipe_here("plot-nads", str(tmp_path / "a.npz"), "--out", str(tmp_path / "a.png"))
     assert mpimg.imread(tmp_path / "a.png").std() > 0.05
 
 
 def test_plot_nads_says_what_is_wrong_with_its_file_without_workflow_advice(tmp_path):
-    missing = nadpipe("plot-nads", "nothere.pt", cwd=tmp_path, check=False)
+    missing = nadpipe_here("plot-nads", "nothere.pt", cwd=tmp_path, check=False)
     assert missing.returncode == 2
     assert missing.stderr.strip() == "nadpipe plot-nads: nothere.pt does not exist"
     (tmp_path / "bad.pt").write_bytes(b"not a torch file")
-    bad = nadpipe("plot-nads", "bad.pt", cwd=tmp_path, check=False)
+    bad = nadpipe_here("plot-nads", "bad.pt", cwd=tmp_path, check=False)
     assert bad.returncode == 2 and "bad.pt cannot be read" in bad.stderr
     assert "snakemake" not in bad.stderr + missing.stderr and "Traceback" not in bad.stderr
     torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
-    other = nadpipe("plot-nads", "other.pt", cwd=tmp_path, check=False)
+    other = nadpipe_here("plot-nads", "other.pt", cwd=tmp_path, check=False)
     assert other.returncode == 2 and "other.pt holds no NADs" in other.stderr
 
 
@@ -194,7 +248,7 @@ def test_compare_prints_the_overlaps_of_a_known_pair_of_bases(tmp_path):
     mixed = np.concatenate([q[:10][::-1], q[10:]])  # the same first 10 NADs, in another order
     np.save(tmp_path / "a.npy", q)
     np.save(tmp_path / "b.npy", mixed)
-    out = nadpipe(
+    out = nadpipe_here(
         "compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "-k", "1", "10", "20"
     ).stdout
     lines = {line.split()[0]: line.split() for line in out.splitlines() if line[:1].isdigit()}
@@ -205,7 +259,7 @@ def test_compare_prints_the_overlaps_of_a_known_pair_of_bases(tmp_path):
     assert "(0.156)" in out  # chance: k / d = 10 / 64
     assert "0: 0.00" in out and "10: 1.00" not in out.split("|cos|")[1][:0]
     np.save(tmp_path / "c.npy", np.eye(32))
-    bad = nadpipe("compare", str(tmp_path / "a.npy"), str(tmp_path / "c.npy"), check=False)
+    bad = nadpipe_here("compare", str(tmp_path / "a.npy"), str(tmp_path / "c.npy"), check=False)
     assert bad.returncode == 2 and "rows of 64 and 32 coordinates" in bad.stderr
 
 
@@ -223,7 +277,7 @@ def test_doctor_names_what_a_bug_report_needs(tmp_path):
 
 
 def test_config_prints_the_table_of_keys():
-    assert nadpipe("config").stdout == reference_table(SCHEMA)
+    assert nadpipe_here("config").stdout == reference_table(SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -245,7 +299,7 @@ def test_compare_and_plot_nads_check_every_argument_before_work(tmp_path, args, 
     q = np.linalg.qr(np.random.default_rng(0).standard_normal((64, 64)))[0].T
     np.save(tmp_path / "a.npy", q.astype(np.float32))
     np.save(tmp_path / "b.npy", q[:63].astype(np.float32))  # a published-style basis: d - 1 rows
-    res = nadpipe(*args, cwd=tmp_path, check=False)
+    res = nadpipe_here(*args, cwd=tmp_path, check=False)
     assert res.returncode == 2 and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and not list(tmp_path.glob("*.png"))
 
@@ -253,33 +307,33 @@ def test_compare_and_plot_nads_check_every_argument_before_work(tmp_path, args, 
 def test_quiet_verbose_and_strict_for_scripts(tmp_path):
     base = ["nads", "--model", "lenet", "--shape", "1,16,16", "--n-networks", "24", "--out",
             str(tmp_path / "l.pt")]  # fmt: skip
-    quiet = nadpipe("-q", *base)  # -q before the subcommand or after it
+    quiet = nadpipe_here("-q", *base)  # -q before the subcommand or after it
     assert quiet.stderr and all(" WARNING: " in line for line in quiet.stderr.splitlines())
-    loud = nadpipe(*base, "-v")
+    loud = nadpipe_here(*base, "-v")
     assert "DEBUG: NADs: networks 0-23 built in" in loud.stderr and "INFO: wrote" in loud.stderr
     # --strict (at the default level: no DEBUG): 24 LeNet networks are not converged; the
     # result is written all the same
-    strict = nadpipe(*base, "--strict", check=False)
+    strict = nadpipe_here(*base, "--strict", check=False)
     assert strict.returncode == 3 and "--strict: the NADs are not converged" in strict.stderr
     assert "DEBUG" not in strict.stderr and "INFO: wrote" in strict.stderr
     assert (tmp_path / "l.pt").stat().st_size > 0
-    shown = nadpipe("plot-nads", str(tmp_path / "l.pt"), "--strict", check=False)
+    shown = nadpipe_here("plot-nads", str(tmp_path / "l.pt"), "--strict", check=False)
     assert shown.returncode == 3 and (tmp_path / "l.png").exists()
     # a flat spectrum (logistic regression's sensitivity is its weights) is no failure
     flat = ["nads", "--model", "logreg", "--shape", "1,8,8", "--n-networks", "200", "--strict"]
-    res = nadpipe(*flat, "--out", str(tmp_path / "flat.npy"))
+    res = nadpipe_here(*flat, "--out", str(tmp_path / "flat.npy"))
     assert "nearly isotropic" in res.stderr
     np.save(tmp_path / "basis.npy", np.eye(64))  # no diagnostic: --strict refused before work
-    res = nadpipe("plot-nads", str(tmp_path / "basis.npy"), "--strict", check=False)
+    res = nadpipe_here("plot-nads", str(tmp_path / "basis.npy"), "--strict", check=False)
     assert res.returncode == 2 and "holds no convergence diagnostic" in res.stderr
     assert not (tmp_path / "basis.png").exists()
 
 
 def test_plot_nads_titles_an_artifact_by_its_architecture(tmp_path):
     out = tmp_path / "run 3.pt"  # b879b52: the figure said "run 3"
-    nadpipe("nads", "--model", "lenet", "--shape", "1,16,16", "--n-networks", "24", "--out",
+    nadpipe_here("nads", "--model", "lenet", "--shape", "1,16,16", "--n-networks", "24", "--out",
             str(out))  # fmt: skip
-    said = nadpipe("plot-nads", str(out), "--out", str(tmp_path / "f.png")).stderr
+    said = nadpipe_here("plot-nads", str(out), "--out", str(tmp_path / "f.png")).stderr
     assert "NADs of lenet: split-half top-10 overlap" in said and "run 3" not in said
 
 
@@ -289,11 +343,11 @@ def test_compare_as_json_and_with_a_published_basis_of_d_minus_one_rows(tmp_path
     np.save(tmp_path / "p.npy", q[:63])  # the published bases leave out the last NAD
     import json
 
-    out = json.loads(nadpipe("compare", "--json", str(tmp_path / "a.npy"),
+    out = json.loads(nadpipe_here("compare", "--json", str(tmp_path / "a.npy"),
                              str(tmp_path / "p.npy")).stdout)  # fmt: skip
     assert out["rows"] == [64, 63] and out["d"] == 64 and len(out["cosine"]) == 63
     assert out["overlap"]["50"] == pytest.approx(1.0) and out["random"]["10"] == 10 / 64
-    text = nadpipe("compare", str(tmp_path / "a.npy"), str(tmp_path / "p.npy")).stdout
+    text = nadpipe_here("compare", str(tmp_path / "a.npy"), str(tmp_path / "p.npy")).stdout
     assert "B holds 63 of the 64 NADs (the first ones, indices 0 to 62 compared" in text
 
 
@@ -309,9 +363,9 @@ def test_a_builder_without_arguments_serves_nads_everywhere_and_is_told_apart(tm
         "                         nn.Linear(8, num_classes))\n"
     )
     args = ["--shape", "1,8,8", "--n-networks", "24"]
-    nadpipe("nads", "--model", "mine:net", *args, "--out", "a.npy", cwd=tmp_path)
-    nadpipe("nads", "--model", "mine:builder", *args, "--out", "b.npy", cwd=tmp_path)
-    bad = nadpipe("nads", "--model", "mine:net", *args, "--kwargs", '{"width": 3}',
+    nadpipe_here("nads", "--model", "mine:net", *args, "--out", "a.npy", cwd=tmp_path)
+    nadpipe_here("nads", "--model", "mine:builder", *args, "--out", "b.npy", cwd=tmp_path)
+    bad = nadpipe_here("nads", "--model", "mine:net", *args, "--kwargs", '{"width": 3}',
                   "--out", "c.npy", cwd=tmp_path, check=False)  # fmt: skip
     assert bad.returncode == 2 and "model 'mine:net' takes no arguments" in bad.stderr
     assert "net(in_channels, num_classes, **kwargs)" in bad.stderr and "--kwargs" in bad.stderr
