@@ -295,3 +295,55 @@ def undeclared(df) -> list[str]:
         for c in df.columns
         if not row.declared(c, tuple(entry.variant.COLUMNS), tuple(entry.data_keys))
     ]
+
+
+def nadpipe_here(*args, cwd=None, check=True):
+    """`nadpipe ARGS` as the installed script runs it (its entry point, cli.main, and what it
+    writes to stdout and stderr, nadpipe's own log lines included: pytest's log capture is set
+    aside meanwhile), in this process: a new Python importing torch costs 1.5 CPU-seconds a
+    command. What the command sets for its process is put back after it: the working
+    directory, the import path and the modules it imported from the test's folder, the
+    environment, the loggers, torch's threads, flags and random state."""
+    import logging
+    import tempfile
+
+    from nadpipe import cli
+    from nadpipe.log import LOG
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    logs = [(g, g.handlers[:], g.level, g.propagate) for g in (root, LOG)]
+    cwd_before, env, path, modules = os.getcwd(), dict(os.environ), list(sys.path), set(sys.modules)
+    flags = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
+             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)  # fmt: skip
+    rng = torch.random.get_rng_state()
+    try:
+        root.handlers[:] = []  # as in the command's own process: nadpipe's handler on stderr
+        LOG.handlers[:] = []
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as e:  # argparse's refusals and --help
+                code = e.code
+    finally:
+        os.chdir(cwd_before)
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:  # a model file of the test's own (mynets.py)
+            if str(getattr(sys.modules[name], "__file__", "")).startswith(tempfile.gettempdir()):
+                del sys.modules[name]
+        os.environ.clear()
+        os.environ.update(env)
+        for g, handlers, level, propagate in logs:
+            g.handlers[:], g.level, g.propagate = handlers, level, propagate
+        torch.set_num_threads(flags[0])
+        torch.use_deterministic_algorithms(flags[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = flags[2:4]
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags[4:]
+        torch.random.set_rng_state(rng)
+    res = subprocess.CompletedProcess(["nadpipe", *args], code or 0, out.getvalue(), err.getvalue())
+    if check and res.returncode != 0:
+        raise AssertionError(f"nadpipe {' '.join(args)}: {res.stdout}\n{res.stderr}")
+    return res

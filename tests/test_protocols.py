@@ -5,17 +5,13 @@ protocol reruns its cells only."""
 import json
 import math
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from conftest import SCHEMA
-from helpers import planned, snakemake
+from helpers import nadpipe_here, planned, snakemake
 
 from nadpipe import config as nc
 from nadpipe import plots
@@ -162,24 +158,16 @@ def test_each_row_carries_its_protocol_and_its_agreement_with_the_reference(stud
 
 
 def test_nadpipe_versus_says_what_the_summary_states(study):
-    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
-    res = subprocess.run(
-        [script, "versus", "results/single_direction/summary.parquet", "nads.csv",
-         "--column-b", "acc_ln"],
-        cwd=study, capture_output=True, text=True,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    res = nadpipe_here("versus", "results/single_direction/summary.parquet", "nads.csv",
+                       "--column-b", "acc_ln", cwd=study)  # fmt: skip
     df = pd.read_parquet(study / "results/single_direction/summary.parquet")
     for protocol in ("stated", "wide"):
         row = df[df.protocol == protocol].iloc[0]
         said = re.search(rf"^{protocol}: 2 cells, mean \|difference\| ([\d.]+) points", res.stdout,
                          re.M)  # fmt: skip
         assert float(said[1]) == pytest.approx(row["reference_mean_abs_diff"], abs=0.05)
-    res = subprocess.run(
-        [script, "versus", "results/single_direction/summary.parquet", "nads.csv",
-         "--column-b", "acc_ln", "--json"],
-        cwd=study, capture_output=True, text=True,
-    )  # fmt: skip
+    res = nadpipe_here("versus", "results/single_direction/summary.parquet", "nads.csv",
+                       "--column-b", "acc_ln", "--json", cwd=study)  # fmt: skip
     out = json.loads(res.stdout)  # for scripts: the same numbers, unrounded; NaN as null
     assert out["study"] == "single_direction"
     for entry in out["results"]:
@@ -194,13 +182,10 @@ def test_nadpipe_versus_reads_a_table_s_cells_as_frequencies_with_offset_and_sca
     table.to_csv(study / "dft.csv", index=False)
     df = pd.read_parquet(study / "results/fourier/summary.parquet")
     mine = df[df.split == "test"].set_index(["freq_a", "freq_b"])["accuracy"] * 100
-    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
 
     def versus(*flags):
-        res = subprocess.run([script, "versus", "results/fourier/summary.parquet", "dft.csv",
-                              "--column-b", "acc", "--json", *flags],
-                             cwd=study, capture_output=True, text=True)  # fmt: skip
-        assert res.returncode == 0, res.stderr
+        res = nadpipe_here("versus", "results/fourier/summary.parquet", "dft.csv",
+                           "--column-b", "acc", "--json", *flags, cwd=study)  # fmt: skip
         return json.loads(res.stdout)["results"][0]
 
     # offset -1: the cells are the frequencies -1, 0 of the study's centred 2 x 2 grid
@@ -264,10 +249,9 @@ def test_a_faulty_reference_is_refused_before_any_job_and_by_versus_in_the_same_
     with pytest.raises(nc.ConfigError, match="^config key 'single_direction.references.lenet': "
                        + says):  # fmt: skip
         nc.load_config({"nad_pairs": {"enabled": False}, **cfg}, SCHEMA)
-    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent))
     flags = [f"--{k}={v}" for k, v in settings.items()]
     summary = study / "results/single_direction/summary.parquet"
-    res = subprocess.run([script, "versus", str(summary), "nads.csv", "--column-b", "acc", *flags],
-                         capture_output=True, text=True)  # fmt: skip
+    res = nadpipe_here("versus", str(summary), "nads.csv", "--column-b", "acc", *flags,
+                       check=False)  # fmt: skip
     assert res.returncode == 2 and res.stdout == "", res.stderr
     assert re.search(says, res.stderr) and "Traceback" not in res.stderr, res.stderr

@@ -6,9 +6,6 @@ into a folder and merges."""
 
 import copy
 import json
-import shutil
-import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -16,7 +13,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import jobs_run, planned, snakemake
+from helpers import jobs_run, nadpipe_here, planned, snakemake
 from standin import DEVICE, standin
 
 from nadpipe import config as nc
@@ -199,32 +196,24 @@ def test_until_converged_stops_at_the_first_converged_round(tmp_path):
 # -- the command ----------------------------------------------------------------------------
 
 
-def _nadpipe(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    script = shutil.which("nadpipe", path=str(Path(sys.executable).parent)) or "nadpipe"
-    res = subprocess.run([script, *args], capture_output=True, text=True)
-    if check:
-        assert res.returncode == 0, res.stderr[-3000:]
-    return res
-
-
 def test_the_command_computes_shards_apart_and_puts_them_together(tmp_path):
     common = ["nads", "--model", "lenet", "--n-networks", "24", "--networks-per-chunk", "8",
               "--networks-per-shard", "8", "--shards", str(tmp_path / "sh")]  # fmt: skip
-    _nadpipe(*common, "--shard", "1")
+    nadpipe_here(*common, "--shard", "1")
     assert [p.name for p in (tmp_path / "sh").iterdir()] == ["8-16.pt"]
-    res = _nadpipe(*common, "--out", str(tmp_path / "a.pt"))
+    res = nadpipe_here(*common, "--out", str(tmp_path / "a.pt"))
     assert "shard 1 (networks 8 to 15): kept" in res.stderr
     assert sorted(p.name for p in (tmp_path / "sh").iterdir()) == ["0-8.pt", "16-24.pt", "8-16.pt"]
     whole = compute_nads(partial(build, LENET), NadSettings(n_networks=24, networks_per_chunk=8),
                          LENET.shape, progress=False)  # fmt: skip
     _same(torch.load(tmp_path / "a.pt", weights_only=True), whole)
-    res = _nadpipe(*common, "--shard", "3", check=False)
+    res = nadpipe_here(*common, "--shard", "3", check=False)
     assert res.returncode == 2 and "--shard 3: 24 networks in shards of 8 are shards 0 to 2" in (
         res.stderr
     )
-    res = _nadpipe(*common[:-2], check=False)  # --networks-per-shard without --shards
+    res = nadpipe_here(*common[:-2], check=False)  # --networks-per-shard without --shards
     assert res.returncode == 2 and "--shards DIR and --networks-per-shard N go together" in (
         res.stderr
     )
-    res = _nadpipe(*common, "--seed", "1", "--out", str(tmp_path / "b.pt"), check=False)
+    res = nadpipe_here(*common, "--seed", "1", "--out", str(tmp_path / "b.pt"), check=False)
     assert res.returncode == 1 and "differing: settings.seed" in res.stderr
