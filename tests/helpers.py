@@ -95,25 +95,30 @@ def jobs_run(console: str) -> list[tuple[str, str, int | None]]:
     return out
 
 
-def dry_run_here(workdir: Path, *args: str) -> str:
-    """What `snakemake -n ARGS` typed in `workdir` prints, run by Snakemake's own command line
+def dry_run_here(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`snakemake -n ARGS` typed in `workdir`, run by Snakemake's own command line
     (snakemake.cli.main) in this process: a dry run starts no job and writes nothing, and here
     it costs 0.2 CPU-seconds instead of 1.6 for a new Python importing Snakemake (measured on
-    the micro study). What the run sets for its jobs and itself (the environment, the working
-    directory, the command line the Snakefile reads, the import path, the loggers) is put back
-    after it."""
+    the micro study). What it prints is captured as a command's would be, nadpipe's own log
+    lines on stderr (pytest's log capture set aside meanwhile). What the run sets for its jobs
+    and itself (the environment, the working directory, the command line the Snakefile reads,
+    the import path, the loggers) is put back after it."""
     import logging
 
     from snakemake.cli import main
 
+    from nadpipe.log import LOG
+
     assert "-n" in args, args
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     loggers = [logging.root, *logging.Logger.manager.loggerDict.values()]
     logs = [(g, g.handlers[:], g.level, g.propagate) for g in loggers if hasattr(g, "handlers")]
     cwd, path, env, argv = os.getcwd(), list(sys.path), dict(os.environ), sys.argv
     command = [*snakemake_command(workdir)[3:], *args]
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        logging.root.handlers[:] = []  # as in a process of its own
+        LOG.handlers[:] = []
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 sys.argv = ["snakemake", *command]
                 os.chdir(workdir)  # config files relative to it, as typed there
@@ -128,11 +133,15 @@ def dry_run_here(workdir: Path, *args: str) -> str:
         os.environ.update(env)
         for g, handlers, level, propagate in logs:
             g.handlers[:], g.level, g.propagate = handlers, level, propagate
-    if code not in (0, None):
+    res = subprocess.CompletedProcess(
+        ["snakemake", *args], code or 0, out.getvalue(), err.getvalue()
+    )
+    if check and res.returncode != 0:
         raise AssertionError(
-            f"snakemake {shlex.join(args)} in {workdir} failed:\n{out.getvalue()[-3000:]}"
+            f"snakemake {shlex.join(args)} in {workdir} failed:\n{res.stdout[-3000:]}\n"
+            f"{res.stderr[-3000:]}"
         )
-    return out.getvalue()
+    return res
 
 
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
@@ -144,7 +153,7 @@ def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
         path = workdir / "change.yaml"
         path.write_text(yaml.safe_dump({"results": "results", **change}))
         args += ["--configfile", str(path)]
-    out = dry_run_here(workdir, *args)
+    out = dry_run_here(workdir, *args).stdout
     if "Nothing to be done" in out:
         return {}
     table = out.split("Job stats:")[1].split("total")[0]

@@ -94,10 +94,11 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
         "                         nn.Linear(width * h * w // 4, num_classes))\n"
     )
     out = tmp_path / "cnn.pt"
-    res = nadpipe_here("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape",
+    res = nadpipe("nads", "--model", "mynets:small_cnn", "--kwargs", '{"width": 6}', "--shape",
                   "3,16,16", "--estimator", "gradient", "--n-networks", "30", "--out", str(out),
                   cwd=tmp_path)  # fmt: skip
-    # the gradient is another object than the published NADs: said once (b879b52: "exact")
+    # the gradient is another object than the published NADs: said once per process (b879b52:
+    # "exact"), so the installed command, in a process of its own
     assert res.stderr.count("not the published NADs") == 1, res.stderr
     art = torch.load(out, weights_only=True)
     assert art["vectors"].shape == (768, 768) and art["shape"] == [3, 16, 16]
@@ -106,7 +107,7 @@ def test_nads_of_a_user_model_on_colour_inputs(tmp_path):
     nadpipe_here("plot-nads", str(out), "--out", str(png))
     assert mpimg.imread(png).std() > 0.05
     bad = nadpipe_here("nads", "--model", "mynets:small_cnn", "--kwargs", '{"depth": 2}',
-                  "--out", str(tmp_path / "x.npy"), cwd=tmp_path, check=False)  # fmt: skip
+                       "--out", str(tmp_path / "x.npy"), cwd=tmp_path, check=False)  # fmt: skip
     assert bad.returncode == 2 and "unexpected keyword argument 'depth'" in bad.stderr
     bad = nadpipe_here("nads", "--model", "lenet", "--shape", "3x32", "--out", "x.npy", check=False)
     assert bad.returncode == 2 and "--shape takes C,H,W" in bad.stderr
@@ -166,7 +167,7 @@ def test_the_installed_command_refuses_them_too(tmp_path, args):
 def test_nads_written_as_npz_and_npy_are_read_back_by_compare_and_plot_nads(tmp_path):
     for name in ("a.npz", "b.npy"):
         nadpipe_here("nads", "--model", "lenet", "--estimator", "gradient", "--n-networks", "24",
-                "--out", str(tmp_path / name))  # fmt: skip
+                     "--out", str(tmp_path / name))  # fmt: skip
     assert np.array_equal(np.load(tmp_path / "a.npz")["nads"], np.load(tmp_path / "b.npy"))
     out = nadpipe_here("compare", str(tmp_path / "a.npz"), str(tmp_path / "b.npy"), "-k", "10")
     assert re.search(r"^10 +1.000", out.stdout, re.M)
@@ -282,7 +283,7 @@ def test_quiet_verbose_and_strict_for_scripts(tmp_path):
 def test_plot_nads_titles_an_artifact_by_its_architecture(tmp_path):
     out = tmp_path / "run 3.pt"  # b879b52: the figure said "run 3"
     nadpipe_here("nads", "--model", "lenet", "--shape", "1,16,16", "--n-networks", "24", "--out",
-            str(out))  # fmt: skip
+                 str(out))  # fmt: skip
     said = nadpipe_here("plot-nads", str(out), "--out", str(tmp_path / "f.png")).stderr
     assert "NADs of lenet: split-half top-10 overlap" in said and "run 3" not in said
 
@@ -294,7 +295,7 @@ def test_compare_as_json_and_with_a_published_basis_of_d_minus_one_rows(tmp_path
     import json
 
     out = json.loads(nadpipe_here("compare", "--json", str(tmp_path / "a.npy"),
-                             str(tmp_path / "p.npy")).stdout)  # fmt: skip
+                                  str(tmp_path / "p.npy")).stdout)  # fmt: skip
     assert out["rows"] == [64, 63] and out["d"] == 64 and len(out["cosine"]) == 63
     assert out["overlap"]["50"] == pytest.approx(1.0) and out["random"]["10"] == 10 / 64
     text = nadpipe_here("compare", str(tmp_path / "a.npy"), str(tmp_path / "p.npy")).stdout
@@ -316,7 +317,7 @@ def test_a_builder_without_arguments_serves_nads_everywhere_and_is_told_apart(tm
     nadpipe_here("nads", "--model", "mine:net", *args, "--out", "a.npy", cwd=tmp_path)
     nadpipe_here("nads", "--model", "mine:builder", *args, "--out", "b.npy", cwd=tmp_path)
     bad = nadpipe_here("nads", "--model", "mine:net", *args, "--kwargs", '{"width": 3}',
-                  "--out", "c.npy", cwd=tmp_path, check=False)  # fmt: skip
+                       "--out", "c.npy", cwd=tmp_path, check=False)  # fmt: skip
     assert bad.returncode == 2 and "model 'mine:net' takes no arguments" in bad.stderr
     assert "net(in_channels, num_classes, **kwargs)" in bad.stderr and "--kwargs" in bad.stderr
     sys.path.insert(0, str(tmp_path))

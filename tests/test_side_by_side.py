@@ -72,7 +72,9 @@ def test_two_configs_run_at_once_each_with_its_own_logs(tmp_path):
     _frozen_once_locked(tmp_path, first, "results")
     try:
         # another config's dry run, real run and report go on beside it
-        assert "nads" in dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b.yaml")
+        assert (
+            "nads" in dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b.yaml").stdout
+        )
         second = snakemake(tmp_path, "--cores", "1", "--configfile", "b.yaml")
         assert "results-b/nad_pairs/summary.parquet" in second.stdout + second.stderr
         snakemake(tmp_path, "--configfile", "b.yaml", "--report", "results-b/report.html")
@@ -120,7 +122,7 @@ def test_config_files_of_the_same_name_never_share_a_folder_unless_they_say_so(t
     # what it says: a folder of its own
     moved = dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml",
                          "--config", "results=results-x-2")  # fmt: skip
-    assert "results-x-2/nads/mlp.pt" in moved
+    assert "results-x-2/nads/mlp.pt" in moved.stdout
     # the first config's own runs go on
     dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "a/x.yaml")  # exit 0
     # the other way it gives, for the same config moved: delete the record and run again
