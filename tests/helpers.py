@@ -95,10 +95,16 @@ def jobs_run(console: str) -> list[tuple[str, str, int | None]]:
     return out
 
 
-def dry_run_here(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """`snakemake -n ARGS` typed in `workdir`, run by Snakemake's own command line
-    (snakemake.cli.main) in this process: a dry run starts no job and writes nothing, and here
-    it costs 0.2 CPU-seconds instead of 1.6 for a new Python importing Snakemake (measured on
+NO_JOB = ("-n", "--dry-run", "--lint", "--summary", "--list-rules", "--unlock", "--report")
+
+
+def snakemake_here(
+    workdir: Path, *args: str, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`snakemake ARGS` typed in `workdir`, a command that runs no job (NO_JOB: a dry run,
+    --lint, --summary, --list-rules, --unlock, --report), run by Snakemake's own command line
+    (snakemake.cli.main) in this process, with `env` for the environment if given: a dry run
+    costs 0.2 CPU-seconds here instead of 1.6 for a new Python importing Snakemake (measured on
     the micro study). What it prints is captured as a command's would be, nadpipe's own log
     lines on stderr (pytest's log capture set aside meanwhile). What the run sets for its jobs
     and itself (the environment, the working directory, the command line the Snakefile reads,
@@ -109,13 +115,16 @@ def dry_run_here(workdir: Path, *args: str, check: bool = True) -> subprocess.Co
 
     from nadpipe.log import LOG
 
-    assert "-n" in args, args
+    assert set(args) & set(NO_JOB), args
     out, err = io.StringIO(), io.StringIO()
     loggers = [logging.root, *logging.Logger.manager.loggerDict.values()]
     logs = [(g, g.handlers[:], g.level, g.propagate) for g in loggers if hasattr(g, "handlers")]
     cwd, path, env, argv = os.getcwd(), list(sys.path), dict(os.environ), sys.argv
     command = [*snakemake_command(workdir)[3:], *args]
     try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
         logging.root.handlers[:] = []  # as in a process of its own
         LOG.handlers[:] = []
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -145,7 +154,7 @@ def dry_run_here(workdir: Path, *args: str, check: bool = True) -> subprocess.Co
 
 
 def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
-    """Job counts of a dry run (in this process: dry_run_here), with `change` merged over the
+    """Job counts of a dry run (in this process: snakemake_here), with `change` merged over the
     config as --configfile would (as an edit of that config: into its results folder);
     `trains_alone` (a cell's empty ahead file, nadpipe.batching) counted with its `train` job."""
     args = ["-n", "--cores", "1"]
@@ -153,7 +162,7 @@ def planned(workdir: Path, change: dict | None = None) -> dict[str, int]:
         path = workdir / "change.yaml"
         path.write_text(yaml.safe_dump({"results": "results", **change}))
         args += ["--configfile", str(path)]
-    out = dry_run_here(workdir, *args).stdout
+    out = snakemake_here(workdir, *args).stdout
     if "Nothing to be done" in out:
         return {}
     table = out.split("Job stats:")[1].split("total")[0]

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import dry_run_here
+from helpers import snakemake_here
 from test_side_by_side import TINY
 
 from nadpipe import config as nc
@@ -73,22 +73,24 @@ def test_a_results_folder_that_is_not_one_is_refused(results, said, tmp_path, mo
 def test_odd_config_file_names_and_repeated_overrides_are_refused_before_any_job(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
     (tmp_path / "a{b}.yaml").write_text("nads: {n_networks: 30}\n")
-    res = dry_run_here(tmp_path, "-n", "--configfile", "a{b}.yaml", check=False)
+    res = snakemake_here(tmp_path, "-n", "--configfile", "a{b}.yaml", check=False)
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "Traceback" not in out
     assert "gives the results folder 'results-a{b}'" in out and "the key `results`" in out
     # as it says: the config's own folder
     said = re.search(r"\(the key `results`, e\.g\. (--config results=[\w-]+)\)", out)[1]
-    res = dry_run_here(tmp_path, "-n", "--configfile", "a{b}.yaml", *shlex.split(said), check=False)
+    res = snakemake_here(
+        tmp_path, "-n", "--configfile", "a{b}.yaml", *shlex.split(said), check=False
+    )
     assert res.returncode == 0 and "results-mine/nads/mlp.pt" in res.stdout
 
     # two --config: Snakemake would keep the last alone
-    res = dry_run_here(tmp_path, "-n", "--config", "nads={n_networks: 30}", "--config",
+    res = snakemake_here(tmp_path, "-n", "--config", "nads={n_networks: 30}", "--config",
                     "results=results-two", check=False)  # fmt: skip
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "--config is given 2 times" in out
     # as it says: one --config, every override after it
-    res = dry_run_here(
+    res = snakemake_here(
         tmp_path, "-n", "--config", "nads={n_networks: 30}", "results=results-two", check=False
     )
     assert res.returncode == 0 and "results-two/nads/mlp.pt" in res.stdout
@@ -98,7 +100,7 @@ def test_an_override_that_a_more_specific_key_shadows_is_said(tmp_path):
     config = {**TINY, "architectures": {"mlp": {**TINY["architectures"]["mlp"],
                                                 "nads": {"n_networks": 40}}}}  # fmt: skip
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    res = dry_run_here(tmp_path, "-n", "--config", "nads={n_networks: 50, seed: 1}", check=False)
+    res = snakemake_here(tmp_path, "-n", "--config", "nads={n_networks: 50, seed: 1}", check=False)
     out = res.stdout + res.stderr
     assert res.returncode == 0
     said = (

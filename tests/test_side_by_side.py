@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import yaml
 from conftest import REPO
-from helpers import dry_run_here
+from helpers import snakemake_here
 
 from nadpipe.paths import RUN_LOCK, at
 from nadpipe.runner.runs import holder
@@ -73,7 +73,8 @@ def test_two_configs_run_at_once_each_with_its_own_logs(tmp_path):
     try:
         # another config's dry run, real run and report go on beside it
         assert (
-            "nads" in dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b.yaml").stdout
+            "nads"
+            in snakemake_here(tmp_path, "-n", "--cores", "1", "--configfile", "b.yaml").stdout
         )
         second = snakemake(tmp_path, "--cores", "1", "--configfile", "b.yaml")
         assert "results-b/nad_pairs/summary.parquet" in second.stdout + second.stderr
@@ -120,15 +121,15 @@ def test_config_files_of_the_same_name_never_share_a_folder_unless_they_say_so(t
     assert f"results-x/ holds the results of {owner}" in out
     assert "`--config results=results-x-2`" in out
     # what it says: a folder of its own
-    moved = dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml",
+    moved = snakemake_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml",
                          "--config", "results=results-x-2")  # fmt: skip
     assert "results-x-2/nads/mlp.pt" in moved.stdout
     # the first config's own runs go on
-    dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "a/x.yaml")  # exit 0
+    snakemake_here(tmp_path, "-n", "--cores", "1", "--configfile", "a/x.yaml")  # exit 0
     # the other way it gives, for the same config moved: delete the record and run again
     record = re.search(r"if it is the same config moved, delete (\S+) and run again", out)[1]
     (tmp_path / record).unlink()
-    dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml")  # exit 0
+    snakemake_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml")  # exit 0
     # a config that names the folder itself may share it (it says so)
     (tmp_path / "b/x.yaml").write_text(yaml.safe_dump({**TINY, "results": "results-x"}))
-    dry_run_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml")  # exit 0
+    snakemake_here(tmp_path, "-n", "--cores", "1", "--configfile", "b/x.yaml")  # exit 0

@@ -22,10 +22,10 @@ import yaml
 from conftest import REPO, SCHEMA
 from helpers import (
     command,
-    dry_run_here,
     planned,
     snakemake,
     snakemake_command,
+    snakemake_here,
     suggested,
     undeclared,
 )
@@ -347,7 +347,7 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
     # a YAML syntax error in config.yaml: the file and the line (Snakemake's message has neither)
     (tmp_path / "config.yaml").write_text("nad_pairs:\n  indices: [0, 10\n  seeds: [0]\n")
-    res = snakemake(tmp_path, "-n", check=False)
+    res = snakemake_here(tmp_path, "-n", check=False)
     assert res.returncode != 0
     assert "config.yaml, line 3, column 8: not valid YAML" in res.stdout + res.stderr
 
@@ -455,7 +455,7 @@ def test_results_made_by_other_library_source_are_named_with_the_command(run, tm
         record["provenance"]["nadpipe_source"] = "0123456789abcdef"
         (copy / path).write_text(json.dumps(record))
         os.utime(copy / path, ns=(st.st_atime_ns, st.st_mtime_ns))  # as made then
-    res = snakemake(copy, "-n", "--cores", "1")
+    res = snakemake_here(copy, "-n", "--cores", "1")
     out = res.stdout + res.stderr
     assert "1 result(s) on disk were made by other nadpipe library source" in out
     assert "1 of rule train" in out
@@ -463,7 +463,7 @@ def test_results_made_by_other_library_source_are_named_with_the_command(run, tm
     given = re.search(r"(snakemake .*--forcerun [\w /.]+)", out)[1]
     assert given == suggested(copy, "--cores", "all", "--forcerun", *stale)
     command(copy, given)
-    out = snakemake(copy, "-n", "--cores", "1").stdout
+    out = snakemake_here(copy, "-n", "--cores", "1").stdout
     assert "other nadpipe library source" not in out and "Nothing to be done" in out
 
 
@@ -542,7 +542,7 @@ def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
         ("--report", "report.html"),
         ("-n", "--cores", "1", "--forcerun", "plot"),  # a dry run with work to plan
     ):
-        res = snakemake(copy, *args, check=False, env=env)
+        res = snakemake_here(copy, *args, check=False, env=env)
         assert res.returncode == 0, (args, res.stderr[-2000:])
         assert state() == before, args
         assert not (copy / ".nadpipe").exists() and not cache.exists(), args
@@ -566,7 +566,7 @@ def test_a_deleted_intermediate_is_rebuilt_as_the_readme_says(run, tmp_path):
     # to date, so a plain run does not rebuild it
     assert planned(copy) == {}
     # asked for by name, it alone is rebuilt; --forcerun rebuilds it and everything made from it
-    assert "train" in dry_run_here(copy, "-n", "--cores", "1", model).stdout
+    assert "train" in snakemake_here(copy, "-n", "--cores", "1", model).stdout
     command(copy, suggested(copy, "--cores", "all", "--forcerun", model))
     assert (copy / model).read_bytes() == (workdir / model).read_bytes()
     assert planned(copy) == {}
@@ -672,7 +672,7 @@ def test_configs_in_one_directory_keep_their_own_results(run, tmp_path):
     # the default config's results untouched, and going back to it: nothing to do
     assert {p: p.read_bytes() for p in (copy / "results").rglob("*") if p.is_file()} == default
     assert planned(copy) == {}
-    again = dry_run_here(copy, "-n", "--cores", "1", "--configfile", other_yaml)
+    again = snakemake_here(copy, "-n", "--cores", "1", "--configfile", other_yaml)
     assert "Nothing to be done" in again.stdout + again.stderr
     # the report command that run printed: of its own results
     said = re.search(r"The report \(figures, tables, the config that ran\): (snakemake .*)$",
