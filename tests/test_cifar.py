@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import planned, snakemake, undeclared
+from helpers import planned, snakemake, snakemake_here, undeclared
 from snakemake.utils import update_config
 
 from nadpipe import cifar
@@ -266,7 +266,7 @@ def test_missing_cifar_stops_snakemake_before_any_job_or_plans_a_download(tmp_pa
 
 
 def test_report_holds_the_cifar_figures_with_captions(studies):
-    snakemake(studies, "--report", "report.html")
+    snakemake_here(studies, "--report", "report.html")
     html = (studies / "report.html").read_text(errors="replace")
     for name in ("accuracy_mlp.png", "accuracy_lenet.png", "nads_lenet.png"):
         assert name in html

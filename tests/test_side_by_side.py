@@ -78,7 +78,7 @@ def test_two_configs_run_at_once_each_with_its_own_logs(tmp_path):
         )
         second = snakemake(tmp_path, "--cores", "1", "--configfile", "b.yaml")
         assert "results-b/nad_pairs/summary.parquet" in second.stdout + second.stderr
-        snakemake(tmp_path, "--configfile", "b.yaml", "--report", "results-b/report.html")
+        snakemake_here(tmp_path, "--configfile", "b.yaml", "--report", "results-b/report.html")
         assert (tmp_path / "results-b/report.html").stat().st_size > 100_000
         # a command of the frozen run's own folder is refused, in words that are true
         same = snakemake(tmp_path, "-n", "--cores", "1", check=False)

@@ -783,7 +783,7 @@ def test_the_report_in_a_real_browser(run, tmp_path):
     from nadpipe.studies import REGISTRY
 
     workdir, _ = run
-    snakemake(workdir, "--report", "browser.html")
+    snakemake_here(workdir, "--report", "browser.html")
     d = driver(tmp_path)
     try:
         wait = WebDriverWait(d, 20)
