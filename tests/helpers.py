@@ -28,6 +28,26 @@ from nadpipe.io import load_torch
 from nadpipe.jobs import evaluate_job, nads_job, train_job, train_together_job
 from nadpipe.train import stackable
 
+# a study of one small MLP cell, for the tests of runs side by side and of faults
+TINY = {
+    "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [16]}}},
+    "nads": {"n_networks": 24},
+    "nad_pairs": {
+        "architectures": ["mlp"],
+        "indices": [0],
+        "seeds": [0],
+        "n_train": 200,
+        "n_test": 100,
+        "train": {"epochs": 2},
+    },
+    "analysis": {
+        "n_points": 8,
+        "margin_steps": 8,
+        "cross_section": {"n_points": 1, "resolution": 5},
+        "transitions": {"n_trajectories": 1, "n_points": 8},
+    },
+}
+
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:
     """Snakemake with this Snakefile in `workdir`."""

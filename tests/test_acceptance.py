@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO
+from helpers import snakemake_here
 
 from nadpipe import acceptance
 from nadpipe.cifar import write_cifar10_like
@@ -32,10 +33,7 @@ def _jobs(tmp_path, gpus: dict) -> list[dict]:
     write_cifar10_like(str(tmp_path / "cifar"), n_train=96, n_test=48, seed=2)
     cfg = acceptance.micro_config(str(tmp_path / "cifar")) | {"gpus": gpus}
     (tmp_path / "micro.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"),
-           "-d", str(tmp_path), "--configfile", str(tmp_path / "micro.yaml")]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = snakemake_here(tmp_path, "-n", "--configfile", str(tmp_path / "micro.yaml"))
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out.stdout + out.stderr):
         rule = re.match(r"(?:local)?rule (\w+):", block)

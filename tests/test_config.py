@@ -4,8 +4,6 @@ cannot mean anything stops before any job."""
 import copy
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
+from helpers import snakemake_here
 
 from nadpipe import config as nc
 from nadpipe.grid import Plan
@@ -587,10 +586,9 @@ def test_command_line_overrides_are_typed_and_checked_as_in_a_file(tmp_path):
         "nad_pairs": {"seeds": [0, 1], "lr": "1e-5"}  # YAML's own reading: a text, refused later
     }
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-n", "--config"]
 
     def dry(*values):
-        return subprocess.run([*base, *values], cwd=tmp_path, capture_output=True, text=True)
+        return snakemake_here(tmp_path, "-n", "--config", *values, check=False)
 
     res = dry("nads={n_networks: 50}", "nad_pairs={seeds: [0, 1]}")
     assert res.returncode == 0, res.stderr[-2000:]

@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import snakemake_here
-from test_side_by_side import TINY
+from helpers import TINY, snakemake_here
 
 from nadpipe import config as nc
 

@@ -11,29 +11,10 @@ import time
 import pandas as pd
 import yaml
 from conftest import REPO
-from helpers import snakemake_here
+from helpers import TINY, snakemake_here
 
 from nadpipe.paths import RUN_LOCK, at
 from nadpipe.runner.runs import holder
-
-TINY = {
-    "architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [16]}}},
-    "nads": {"n_networks": 24},
-    "nad_pairs": {
-        "architectures": ["mlp"],
-        "indices": [0],
-        "seeds": [0],
-        "n_train": 200,
-        "n_test": 100,
-        "train": {"epochs": 2},
-    },
-    "analysis": {
-        "n_points": 8,
-        "margin_steps": 8,
-        "cross_section": {"n_points": 1, "resolution": 5},
-        "transitions": {"n_trajectories": 1, "n_points": 8},
-    },
-}
 
 
 def snakemake_command(workdir, *args: str) -> list[str]:
