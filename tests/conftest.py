@@ -34,10 +34,19 @@ os.environ["NADPIPE_CACHE"] = os.path.join(
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
-# the files that run the real workflow, longest first: pytest-xdist hands them out first, so the
-# two test processes finish together (loadfile keeps each file in one process); the SLURM test
-# last, as it reads a run the session started in the background when it began (slurm_smoke.py)
-LONGEST_FIRST = ("test_workflow.py", "test_cifar.py", "test_resume.py")
+# the files longest first (worker-seconds in a full run, 0.10.4: test_workflow 357, test_cifar
+# 95, ... test_lint 8), the rest after them: pytest-xdist hands them out in this order
+# (--no-loadscope-reorder; by default it orders them by their number of tests), so the two test
+# processes end together, on short files (loadfile keeps each file in one process); the SLURM
+# test last, as it reads a run the session started in the background when it began
+# (slurm_smoke.py)
+LONGEST_FIRST = (
+    "test_workflow.py", "test_cifar.py", "test_search.py", "test_readme.py", "test_batch_runs.py",
+    "test_floor.py", "test_resume.py", "test_shards.py", "test_cli.py", "test_nads.py",
+    "test_acceptance.py", "test_studies.py", "test_faults.py", "test_side_by_side.py",
+    "test_models.py", "test_standin.py", "test_protocols.py", "test_plots.py", "test_device.py",
+    "test_config.py", "test_docs.py", "test_train.py", "test_lint.py",
+)  # fmt: skip
 LAST = ("test_slurm.py",)
 
 
