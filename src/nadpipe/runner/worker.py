@@ -12,6 +12,9 @@ module, no torch._dynamo).
 A job that is not the local Snakemake run's own (a SLURM job, another Snakemake), or finds no
 server, runs in its own process as before; the results are the same either way (tested).
 
+Before each fork the server freezes its objects for the garbage collector (gc.freeze), so a
+child's collections leave the inherited heap alone and do not copy it page by page.
+
 The child ends itself when its script goes away (Snakemake killed the job), and the server ends
 with the Snakemake process that started it. Nothing in the server runs torch, so no thread pool
 exists when it forks.
@@ -20,6 +23,7 @@ exists when it forks.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import pickle
@@ -254,6 +258,11 @@ def serve(path: str, owner: int) -> None:
                 # a failure is the job's to report: its child imports the module again
                 with contextlib.suppress(Exception):
                     warm(req["target"])
+            # the server's objects (torch's, the warmed modules') move out of the garbage
+            # collector's reach: a child's full collection would otherwise traverse them all and
+            # copy every page it touches (a LeNet NAD job and its figure, forked: 1.95 instead
+            # of 2.22 CPU-seconds, medians of five; a bare full collection 0.03 instead of 0.45)
+            gc.freeze()
             if os.fork() == 0:
                 listener.close()
                 _child(conn, req)
