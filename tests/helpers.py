@@ -123,48 +123,14 @@ def snakemake_here(
 ) -> subprocess.CompletedProcess:
     """`snakemake ARGS` typed in `workdir`, a command that runs no job (NO_JOB: a dry run,
     --lint, --summary, --list-rules, --unlock, --report), run by Snakemake's own command line
-    (snakemake.cli.main) in this process, with `env` for the environment if given: a dry run
-    costs 0.2 CPU-seconds here instead of 1.6 for a new Python importing Snakemake (measured on
-    the micro study). What it prints is captured as a command's would be, nadpipe's own log
-    lines on stderr (pytest's log capture set aside meanwhile). What the run sets for its jobs
-    and itself (the environment, the working directory, the command line the Snakefile reads,
-    the import path, the loggers) is put back after it."""
-    import logging
-
+    (snakemake.cli.main) in this process (`as_a_process`), with `env` for the environment if
+    given: a dry run costs 0.2 CPU-seconds here instead of 1.6 for a new Python importing
+    Snakemake (measured on the micro study)."""
     from snakemake.cli import main
 
-    from nadpipe.log import LOG
-
     assert set(args) & set(NO_JOB), args
-    out, err = io.StringIO(), io.StringIO()
-    loggers = [logging.root, *logging.Logger.manager.loggerDict.values()]
-    logs = [(g, g.handlers[:], g.level, g.propagate) for g in loggers if hasattr(g, "handlers")]
-    cwd, path, env, argv = os.getcwd(), list(sys.path), dict(os.environ), sys.argv
     command = [*snakemake_command(workdir)[3:], *args]
-    try:
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
-        logging.root.handlers[:] = []  # as in a process of its own
-        LOG.handlers[:] = []
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                sys.argv = ["snakemake", *command]
-                os.chdir(workdir)  # config files relative to it, as typed there
-                main(command)
-                code = 0
-            except SystemExit as e:
-                code = e.code
-    finally:
-        os.chdir(cwd)
-        sys.path[:], sys.argv = path, argv
-        os.environ.clear()
-        os.environ.update(env)
-        for g, handlers, level, propagate in logs:
-            g.handlers[:], g.level, g.propagate = handlers, level, propagate
-    res = subprocess.CompletedProcess(
-        ["snakemake", *args], code or 0, out.getvalue(), err.getvalue()
-    )
+    res = as_a_process(lambda: main(command), ["snakemake", *command], workdir, env)
     if check and res.returncode != 0:
         raise AssertionError(
             f"snakemake {shlex.join(args)} in {workdir} failed:\n{res.stdout[-3000:]}\n"
@@ -336,44 +302,63 @@ def undeclared(df) -> list[str]:
 
 
 def nadpipe_here(*args, cwd=None, check=True):
-    """`nadpipe ARGS` as the installed script runs it (its entry point, cli.main, and what it
-    writes to stdout and stderr, nadpipe's own log lines included: pytest's log capture is set
-    aside meanwhile), in this process: a new Python importing torch costs 1.5 CPU-seconds a
-    command. What the command sets for its process is put back after it: the working
-    directory, the import path and the modules it imported from the test's folder, the
-    environment, the loggers, torch's threads, flags and random state."""
+    """`nadpipe ARGS` as the installed script runs it (its entry point, cli.main), in this
+    process (`as_a_process`): a new Python importing torch costs 1.5 CPU-seconds a command."""
+    from nadpipe import cli
+
+    res = as_a_process(lambda: cli.main(list(args)), ["nadpipe", *args], cwd)
+    if check and res.returncode != 0:
+        raise AssertionError(f"nadpipe {' '.join(args)}: {res.stdout}\n{res.stderr}")
+    return res
+
+
+def as_a_process(main, argv: list[str], cwd=None, env: dict | None = None):
+    """What `main()` (a command's entry point: its exit status returned or raised as
+    SystemExit) does as the command `argv` started in `cwd` with `env`, run in this process:
+    its exit status, stdout and stderr, nadpipe's own log lines on stderr as in a process of its
+    own (pytest's log capture set aside meanwhile). What the command sets for its process is
+    put back after it: the working directory, the command line, the import path and the modules
+    it imported from the temporary folder (a test's own model file), the environment (a
+    Snakefile sets what its jobs read), the loggers, torch's threads, flags and random state."""
     import logging
     import tempfile
 
-    from nadpipe import cli
     from nadpipe.log import LOG
 
     out, err = io.StringIO(), io.StringIO()
-    root = logging.getLogger()
-    logs = [(g, g.handlers[:], g.level, g.propagate) for g in (root, LOG)]
-    cwd_before, env, path, modules = os.getcwd(), dict(os.environ), list(sys.path), set(sys.modules)
+    loggers = [logging.root, *logging.Logger.manager.loggerDict.values()]
+    logs = [(g, g.handlers[:], g.level, g.propagate) for g in loggers if hasattr(g, "handlers")]
+    cwd_before, env_before, argv_before = os.getcwd(), dict(os.environ), sys.argv
+    path, modules = list(sys.path), set(sys.modules)
     flags = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
              torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)  # fmt: skip
     rng = torch.random.get_rng_state()
     try:
-        root.handlers[:] = []  # as in the command's own process: nadpipe's handler on stderr
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        logging.root.handlers[:] = []
         LOG.handlers[:] = []
+        sys.argv = list(argv)
         if cwd is not None:
-            os.chdir(cwd)
+            os.chdir(cwd)  # files named relative to it, as typed there
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.main(list(args))
-            except SystemExit as e:  # argparse's refusals and --help
+                code = main()
+            except SystemExit as e:  # argparse's refusals, --help, Snakemake's exit
                 code = e.code
+            if code is not None and not isinstance(code, int):  # SystemExit("message")
+                print(code, file=sys.stderr)
+                code = 1
     finally:
         os.chdir(cwd_before)
-        sys.path[:] = path
-        for name in set(sys.modules) - modules:  # a model file of the test's own (mynets.py)
+        sys.path[:], sys.argv = path, argv_before
+        for name in set(sys.modules) - modules:
             if str(getattr(sys.modules[name], "__file__", "")).startswith(tempfile.gettempdir()):
                 del sys.modules[name]
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(env_before)
         for g, handlers, level, propagate in logs:
             g.handlers[:], g.level, g.propagate = handlers, level, propagate
         torch.set_num_threads(flags[0])
@@ -381,7 +366,4 @@ def nadpipe_here(*args, cwd=None, check=True):
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = flags[2:4]
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags[4:]
         torch.random.set_rng_state(rng)
-    res = subprocess.CompletedProcess(["nadpipe", *args], code or 0, out.getvalue(), err.getvalue())
-    if check and res.returncode != 0:
-        raise AssertionError(f"nadpipe {' '.join(args)}: {res.stdout}\n{res.stderr}")
-    return res
+    return subprocess.CompletedProcess(argv, code or 0, out.getvalue(), err.getvalue())
