@@ -42,8 +42,8 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     fi
     echo "installing slurm-wlm and munge (apt-get)" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q -o DPkg::Lock::Timeout=600 slurm-wlm munge >&2 ||
-        { apt-get update -q -o DPkg::Lock::Timeout=600 >&2 && apt-get install -y -q -o DPkg::Lock::Timeout=600 slurm-wlm munge >&2; }
+    apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 slurm-wlm munge >&2 ||
+        { apt-get update -q -o DPkg::Lock::Timeout=600 >&2 && apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 slurm-wlm munge >&2; }
 fi
 
 if pids=$(pgrep -x 'slurmctld|slurmd' | tr '\n' ' ') && [[ -n $pids ]]; then
