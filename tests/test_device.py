@@ -131,6 +131,29 @@ print(sorted(m for m in set(sys.modules) - before if m.startswith("torch")))
     assert out.stdout.split("\n")[:2] == ["True", "[]"], out.stdout + out.stderr
 
 
+def test_a_job_in_a_process_of_its_own_imports_torch_only_when_it_uses_it():
+    # a job SLURM starts (or any without the warm server) runs in a process of its own: the
+    # figures', reports' and tables' jobs, a cluster's small ones, never import torch (job_log
+    # did, to set its threads: 1.4 CPU-s a job here); a job that does gets the threads asked
+    code = """
+import json, os, sys
+from nadpipe.runner.worker import job_log, resolve
+out = {}
+with job_log(None, threads=1):
+    for target in ("nadpipe.tables:aggregate_job", "nadpipe.plots:draw",
+                   "nadpipe.report:landing_page", "nadpipe.signatures:signatures_job"):
+        resolve(target)
+    out["torch"] = "torch" in sys.modules
+    import torch
+    out["threads"] = torch.get_num_threads()
+print(json.dumps(out))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1]) == {"torch": False, "threads": 1}
+
+
 @pytest.mark.gpu
 def test_every_job_on_cuda_agrees_with_the_cpu(micro_plan, micro_on_cpu, tmp_path):
     # CUDA's generator draws other networks than the CPU's (two draws of 24 networks share

@@ -72,9 +72,14 @@ def job_log(
     from .slots import gpu_slot
 
     if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+        torch = sys.modules.get("torch")
+        if torch is not None:  # a job forked from the warm server, or run in a test's process
+            torch.set_num_threads(threads)
+        else:
+            # a job in a process of its own (SLURM, no server): torch reads these when the job
+            # imports it, and a figure's or summary's job, which never does, is not made to
+            # (torch's import: 1.4 CPU-s, far more from a cluster's network file system)
+            os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     slot = gpu_slot() if gpu else contextlib.nullcontext()
     if path is None:
         with slot:
@@ -227,7 +232,7 @@ def serve(path: str, owner: int) -> None:
         from ..provenance import source_hash
 
         source_hash()  # fixed now: the source of this run, whenever its modules are imported
-        import torch  # noqa: F401  (job_log sets torch's threads for every job)
+        import torch  # noqa: F401  (the jobs' torch, imported once for every job it forks)
 
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
