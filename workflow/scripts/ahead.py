@@ -4,16 +4,16 @@ result; trains_alone leaves them empty (the cell trains in its own job)."""
 
 import os
 
-from nadpipe.batching import BATCHES_ENV, Batch
-from nadpipe.io import load_json
-from nadpipe.log import say
-from nadpipe.runner import worker
-
 sm = snakemake
-if sm.rule == "trains_alone":
+if sm.rule == "trains_alone":  # one job per cell that trains alone: it imports nothing
     for path in sm.output:
         open(path, "w").close()
 else:
+    from nadpipe.batching import BATCHES_ENV, Batch
+    from nadpipe.io import load_json
+    from nadpipe.log import say
+    from nadpipe.runner import worker
+
     batch = next(Batch.of(b) for b in load_json(os.environ[BATCHES_ENV]) if b["name"] == sm.rule)
     summary = worker.run(
         "nadpipe.jobs:train_together_job",
