@@ -25,7 +25,9 @@ NEEDED = {
     ("slurmctld", "munged"): ("slurm-wlm", "munge"),
     ("chromium", "chromedriver"): ("chromium", "chromium-driver", "fonts-liberation"),
 }
+# each waits for another apt-get's lock (the Slurm and Chromium tests may install at once)
 INSTALL = "apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600"
+UPDATE = "apt-get update -q -o DPkg::Lock::Timeout=600"
 LOCK_ENV = "NADPIPE_TESTS_APT_LOCK"  # the lock file, for the test processes
 SBIN = os.pathsep.join(("/usr/local/sbin", "/usr/sbin", "/sbin"))  # munged, slurmctld
 
@@ -48,10 +50,9 @@ def start_background_install(log_dir: Path) -> subprocess.Popen | None:
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)  # the installer's bash holds it too (the same open file)
     install = " ".join([INSTALL, *packages])
-    update = "apt-get update -q -o DPkg::Lock::Timeout=600"
     # bash holds the lock until it ends; what it runs does not (a daemon a package starts
     # would hold it for ever)
-    script = f"( {install} || {{ {update} && {install}; }} ) {fd}>&-"
+    script = f"( {install} || {{ {UPDATE} && {install}; }} ) {fd}>&-"
     log = open(log_dir / "apt-install.log", "w")  # noqa: SIM115 -- the installer writes it
     proc = subprocess.Popen(
         ["bash", "-c", script],

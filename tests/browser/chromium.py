@@ -15,7 +15,7 @@ FLAGS = [
 
 
 def ensure_installed() -> tuple[str, str]:
-    from system_packages import INSTALL, NEEDED, wait_for_background_install
+    from system_packages import INSTALL, NEEDED, UPDATE, wait_for_background_install
 
     wait_for_background_install()  # the session's, started when it began (a bare machine)
     found = shutil.which("chromium"), shutil.which("chromedriver")
@@ -25,12 +25,10 @@ def ensure_installed() -> tuple[str, str]:
         pytest.fail("Chromium is not installed and cannot be here (needs root and apt-get): "
                     "apt-get install chromium chromium-driver")  # fmt: skip
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    # waits for the lock while the Slurm test installs (INSTALL: DPkg::Lock::Timeout)
     cmd = [*INSTALL.split(), *NEEDED[("chromium", "chromedriver")]]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
-        update = ["apt-get", "update", "-q", "-o", "DPkg::Lock::Timeout=600"]
-        subprocess.run(update, capture_output=True, env=env)
+        subprocess.run(UPDATE.split(), capture_output=True, env=env)
         res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         pytest.fail(f"cannot install Chromium: {res.stderr[-2000:]}")
