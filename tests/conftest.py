@@ -1,5 +1,6 @@
 """Shared test fixtures; everything is CPU-sized and seeded."""
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -113,26 +114,53 @@ def unit_vector():
 @pytest.fixture(scope="module")
 def micro_plan(tmp_path_factory):
     """The plan of the micro study (nadpipe.acceptance: one cell of every study) on
-    CIFAR-10-like files."""
+    CIFAR-10-like files (the session's one copy: `shared`)."""
     from nadpipe import cifar
     from nadpipe import config as nc
     from nadpipe.acceptance import micro_config
     from nadpipe.grid import Plan
 
-    root = tmp_path_factory.mktemp("cifar")
-    cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
+    with shared(tmp_path_factory, "micro-cifar") as (root, made):
+        if not made:
+            cifar.write_cifar10_like(str(root), n_train=96, n_test=48, seed=2)
     cfg, _ = nc.load_config(micro_config(str(root)), SCHEMA)
     return Plan(cfg)
 
 
 @pytest.fixture(scope="module")
 def micro_on_cpu(micro_plan, tmp_path_factory):
-    """What every job of the micro study writes on the CPU (test_device.run_every_job)."""
+    """What every job of the micro study writes on the CPU (test_device.run_every_job),
+    computed once in the session (`shared`): test_device and test_standin compare with it."""
+    import pickle
+
     from helpers import run_every_job
 
     from nadpipe.backend import Backend
 
-    return run_every_job(micro_plan, tmp_path_factory.mktemp("cpu"), Backend(device="cpu"))
+    with shared(tmp_path_factory, "micro-on-cpu") as (folder, made):
+        if not made:
+            found = run_every_job(micro_plan, folder, Backend(device="cpu"))
+            (folder / "found.pkl").write_bytes(pickle.dumps(found))
+        return pickle.loads((folder / "found.pkl").read_bytes())
+
+
+@contextlib.contextmanager
+def shared(tmp_path_factory, name: str):
+    """A folder of this session's, the same for its test processes (pytest-xdist's shared
+    temporary folder), and whether it was made before: the first process to ask makes it while
+    the others wait on its lock (fcntl), then all read it."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's, above each process's own
+    folder, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = done.exists()
+        folder.mkdir(exist_ok=True)
+        yield folder, made
+        done.touch()
 
 
 @pytest.fixture

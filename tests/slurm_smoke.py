@@ -38,11 +38,11 @@ def command(work: Path) -> list[str]:
     # GPU jobs as on a GPU cluster (gpus.device as the default config has it): each asks SLURM
     # for the cluster's one GPU, which is fake (tests/slurm/local_slurm.sh: its task prolog
     # records what SLURM gave each job and hides the GPU, so the jobs compute on the CPU); the
-    # NADs in 3 shards (16, 16 and 8 networks); the smoke config's cell with 2 seeds, trained
+    # NADs in 2 shards (24 and 16 networks); the smoke config's cell with 2 seeds, trained
     # together (gpus.batch_cells 2): one training job asks the GPU, both cells' jobs claim
     (work / "gpu.yaml").write_text(
         "gpus: {batch_cells: 2}\n"
-        "nads: {networks_per_chunk: 8, networks_per_shard: 16}\n"
+        "nads: {networks_per_chunk: 8, networks_per_shard: 24}\n"
         "nad_pairs: {seeds: [0, 1]}\n"
     )
     timeout = ["timeout", "-k", "10", "720"]  # Snakemake ignores SIGTERM: -k kills it

@@ -598,3 +598,12 @@ def test_command_line_overrides_are_typed_and_checked_as_in_a_file(tmp_path):
     assert (
         "config key 'nads.n_networks': 5 is less than the minimum of 22" in res.stdout + res.stderr
     )
+
+
+def test_the_schema_read_by_libyaml_is_the_schema_pyyamls_own_loader_reads(monkeypatch):
+    # load_schema reads it with libyaml's loader where PyYAML has it (every Snakemake process
+    # reads the schema), else with the pure-Python one: the same schema either way
+    assert hasattr(yaml, "CSafeLoader")  # PyYAML's wheels have libyaml
+    fast = nc.load_schema(SCHEMA)
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    assert nc.load_schema(SCHEMA) == fast

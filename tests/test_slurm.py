@@ -42,16 +42,16 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
     # every job of the plan but the local rules (the target `all`, the report's small text
     # files) ran as a SLURM job: the NAD shards, the merge, the batch's training and each cell's
     # claim alone, the 2 evaluations in one submission, the summary and every figure in one
-    # (profiles/slurm: groups), 9 submissions where 16 jobs ran
+    # (profiles/slurm: groups), 8 submissions where 15 jobs ran
     stats = out.split("Job stats:")[1].split("total")[0]
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
     local = ("all", "resolved_config", "report_landing", "report_summary")
-    assert sum(planned.values()) - sum(planned[r] for r in local) == 16, planned
+    assert sum(planned.values()) - sum(planned[r] for r in local) == 15, planned
     together = [r for r in planned if r.startswith("train_together_")]
-    assert (planned["nad_shard"], planned["train"], planned["evaluate"]) == (3, 2, 2)
+    assert (planned["nad_shard"], planned["train"], planned["evaluate"]) == (2, 2, 2)
     assert [planned[r] for r in together] == [1], planned
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", out)
-    assert len(submitted) == 3 + 1 + 1 + 2 + 1 + 1, out[-3000:]
+    assert len(submitted) == 2 + 1 + 1 + 2 + 1 + 1, out[-3000:]
     assert len(set(submitted)) == len(submitted)
     groups = re.findall(r"^\[.*\] Group job (\w+) ", out, re.M)
     assert sorted(groups) == ["evaluations", "figures"], groups

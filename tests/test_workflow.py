@@ -424,18 +424,18 @@ def _copy(workdir: Path, tmp_path: Path) -> Path:
 def test_a_corrupt_artifact_is_named_and_the_command_given_rebuilds_everything(run, tmp_path):
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
-    model = "results/nad_pairs/models/lenet/i0_j0_s0.pt"
+    model = "results/nad_pairs/models/mlp/i0_j0_s0.pt"  # an MLP: a short retraining
     data = (copy / model).read_bytes()
     (copy / model).write_bytes(data[: len(data) // 3])
-    (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()  # its evaluation is due
+    (copy / "results/nad_pairs/eval/mlp/i0_j0_s0.parquet").unlink()  # its evaluation is due
     res = snakemake(copy, "--cores", "1", check=False)
     assert res.returncode != 0
     # the failed ending: said last, naming no result as made, the job's log named above it
     out = res.stdout + res.stderr
     said = out.rindex("nadpipe stopped: a job failed (its log is named above).")
-    assert out.rindex("results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log") < said
+    assert out.rindex("results/logs/nad_pairs/evaluate/mlp/i0_j0_s0.log") < said
     assert "nadpipe finished" not in out and "nothing to do" not in out
-    log = (copy / "results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
+    log = (copy / "results/logs/nad_pairs/evaluate/mlp/i0_j0_s0.log").read_text()
     match = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)
     assert f"{model} cannot be read" in log and match
     assert match[1] == suggested(copy, "--cores", "all", "--forcerun", model)
