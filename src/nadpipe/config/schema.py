@@ -235,7 +235,7 @@ def load_schema(schema_path: str | Path) -> dict:
     # libyaml's loader where PyYAML has it (its wheels do): every Snakemake process reads the
     # schema, 0.04 CPU-s with it against 0.005 (the same dict, tested)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    schema = yaml.load(Path(schema_path).read_text(), Loader=loader)  # noqa: S506 -- a safe loader
+    schema = yaml.load(Path(schema_path).read_text(), Loader=loader)
     estimator = schema["$defs"]["nad_settings"]["properties"]["estimator"]
     estimator["enum"] = list(ESTIMATORS)  # with what each estimates, from their registry
     estimator["description"] = " ".join(estimator["description"].split()) + f" {described()}."
