@@ -261,3 +261,42 @@ def test_networks_together_give_the_nads_of_networks_one_after_another(model, n,
         assert sa["undefined"] == sb["undefined"]  # k = 100: undefined in both (rank 54)
         for k in sa["overlap"]:
             assert sa["overlap"][k] == pytest.approx(sb["overlap"][k], abs=1e-4, nan_ok=True), k
+
+
+KILLED = """
+import sys
+from functools import partial
+from nadpipe.models import build
+from nadpipe.nads import sample_sensitivities
+from nadpipe.settings import ModelSpec, NadSettings, Shape
+spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
+sample_sensitivities(partial(build, spec), NadSettings(n_networks=24, networks_per_chunk=2),
+                     spec.shape, progress=False, kept=sys.argv[1])
+"""
+
+
+def test_a_stopped_nad_computation_keeps_its_chunks_and_its_rerun_computes_only_the_rest(
+    tmp_path,
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    kept = tmp_path / "chunks"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(kept)])
+    deadline = time.time() + 120
+    while len(list(kept.glob("*.pt"))) < 3 and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)  # half way, without a word
+    proc.wait()
+    before = {p.name: p.stat().st_mtime_ns for p in kept.glob("*.pt")}
+    assert 3 <= len(before) < 12, before  # 12 chunks of 2 networks
+    spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
+    settings = NadSettings(n_networks=24, networks_per_chunk=2)
+    again = sample_sensitivities(partial(build, spec), settings, spec.shape, progress=False,
+                                 kept=str(kept))  # fmt: skip
+    after = {p.name: p.stat().st_mtime_ns for p in kept.glob("*.pt")}
+    assert {k: after[k] for k in before} == before and len(after) == 12  # only the rest
+    whole = sample_sensitivities(partial(build, spec), settings, spec.shape, progress=False)
+    assert torch.equal(again, whole)  # bit for bit

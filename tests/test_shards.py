@@ -6,6 +6,8 @@ into a folder and merges."""
 
 import copy
 import json
+import os
+import re
 from functools import partial
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
-from helpers import jobs_run, nadpipe_here, planned, snakemake
+from helpers import command, jobs_run, nadpipe_here, planned, snakemake
 from standin import DEVICE, standin
 
 from nadpipe import config as nc
@@ -154,6 +156,42 @@ def test_raising_n_networks_computes_only_the_new_shards(tmp_path):
     config["nads"]["seed"] = 1
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     assert planned(tmp_path)["nad_shard"] == 3
+
+
+def _damage(path: Path, data: bytes) -> None:
+    """Write `data` over `path`, keeping its time (what Snakemake looks at)."""
+    st = path.stat()
+    path.write_bytes(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_damaged_shard_is_caught_and_a_failed_merge_keeps_the_nads_made_before(tmp_path):
+    config = copy.deepcopy(CONFIG)
+    _run(tmp_path, config)
+    folder, good = tmp_path / "results/nads/shards/lenet", (tmp_path / NADS).read_bytes()
+    shard = folder / "16-32.pt"
+    whole = shard.read_bytes()
+    # cut short, or another range's shard over it, its time kept: not up to date (0a58d4e:
+    # "Nothing to be done", caught only by the next merge)
+    for data in (whole[: len(whole) // 2], (folder / "0-16.pt").read_bytes()):
+        _damage(shard, data)
+        res = snakemake(tmp_path, "--cores", "2", NADS, check=False)
+        assert res.returncode == 1 and "cannot be read" in res.stderr, res.stderr[-2000:]
+        assert "results/nads/shards/lenet/16-32.pt" in res.stderr.split("cannot be read")[1]
+    # the remedy as printed: the shard remade, the same NADs
+    command(tmp_path, re.search(r"Remake them and what was made from them with: (.*)$",
+                                res.stderr, re.M)[1])  # fmt: skip
+    assert shard.read_bytes() == whole and (tmp_path / NADS).read_bytes() == good
+    # more networks, and a merge that fails on a damaged earlier shard: the NADs made before
+    # stay (0a58d4e: Snakemake deleted them with the failed job's outputs)
+    _damage(folder / "0-16.pt", b"not a shard")
+    config["nads"]["n_networks"] = 48
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    res = snakemake(tmp_path, "--cores", "2", NADS, check=False)
+    assert res.returncode != 0 and (folder / "32-48.pt").exists()
+    assert (tmp_path / NADS).read_bytes() == good
+    assert "the NADs made before were put back" in res.stdout + res.stderr
+    assert planned(tmp_path).get("nads") == 1  # and the next run remakes them
 
 
 def test_until_converged_stops_at_the_first_converged_round(tmp_path):

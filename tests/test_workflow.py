@@ -191,6 +191,30 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
     assert not os.path.exists(path)  # the server removes its socket
 
 
+def test_a_job_that_fails_in_the_warm_server_is_said_by_its_root_cause(tmp_path, monkeypatch):
+    from nadpipe.runner import worker
+
+    monkeypatch.setenv(worker.ENV, "")
+    server = worker.start(str(tmp_path / "results/.nadpipe"))
+    try:  # an OSError: its message and errno, not only the last exception's riddle
+        code = "from nadpipe.runner import worker as w; w.run('nadpipe.io:save_json', 1, '/dev/full/x')"
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert res.returncode == 1 and "File exists (EEXIST: /dev/full)" in res.stderr, res.stderr
+    finally:
+        server.terminate()
+        server.wait()
+    # a full disk as torch.save meets it: the cause first (0a58d4e said only the RuntimeError)
+    try:
+        try:
+            raise OSError(28, "No space left on device", "results/nads/x.pt")
+        except OSError as e:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] unexpected pos") from e
+    except RuntimeError as e:
+        line = worker.said(e)
+    assert line.startswith("No space left on device (ENOSPC: results/nads/x.pt), which ended")
+    assert worker.said(SystemExit(0)) == "the job was stopped (SystemExit 0)"
+
+
 def test_the_same_config_gives_byte_identical_results_with_or_without_the_warm_worker(
     run, tmp_path
 ):
@@ -629,6 +653,18 @@ def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishe
     assert steps[2].startswith(suggested(copy, "--cores", "all"))
     for pid in pids:  # exactly what it says, in its order
         os.kill(pid, signal.SIGKILL)
+    # the same advice however the command is started: a wrapper's command line names snakemake
+    # too, and is this command's own parent, not another run starting (0a58d4e: "Wait for it")
+    wrappers = [["timeout", "900"], ["nice"]] + [["/usr/bin/time", "-v"]] * bool(
+        shutil.which("/usr/bin/time")
+    )
+    for wrapper in wrappers:
+        res = subprocess.run(
+            [*wrapper, *snakemake_command(copy, "--cores", "2")], capture_output=True, text=True
+        )
+        out = res.stdout + res.stderr
+        assert "was killed" in out and "Wait for it" not in out, wrapper
+        assert re.findall(r"`([^`]+)`", out.split("was killed")[1])[0] == steps[1], wrapper
     for step in steps[1:]:
         command(copy, step)
     assert planned(copy) == {}

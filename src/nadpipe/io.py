@@ -6,6 +6,7 @@ draw figures start without it (about 2 s on a 2-core machine).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -176,3 +177,21 @@ STUDIES_ENV = "NADPIPE_STUDIES"  # modules that register studies of their own, c
 # the config's study_modules, set by the Snakefile for its jobs (comma-separated)
 RUN_STUDIES_ENV = "NADPIPE_RUN_STUDY_MODULES"
 REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
+
+
+def keep(paths: list[str], kept: str, root: str) -> None:
+    """Hard-link each file of `paths` (under the folder `root`) to the same relative path under
+    `kept`, replacing what was there: the last good copy, at no cost in space, which outlives
+    Snakemake deleting the outputs of a later job that fails (nadpipe.runner.runs.restore_kept).
+    A filesystem without hard links keeps nothing."""
+    for path in paths:
+        to = os.path.join(kept, os.path.relpath(path, root))
+        os.makedirs(os.path.dirname(to), exist_ok=True)
+        tmp = f"{to}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        try:
+            os.link(path, tmp)
+        except OSError:
+            return
+        os.replace(tmp, to)

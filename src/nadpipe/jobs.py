@@ -7,6 +7,7 @@ import contextlib
 import glob
 import hashlib
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -27,6 +28,7 @@ from .io import (
     atomic_write,
     derive_seed,
     file_sha256,
+    keep,
     load_json,
     load_torch,
     rebuild_command,
@@ -36,6 +38,7 @@ from .io import (
 )
 from .log import say, warn
 from .nads import NadError, compute_nads, nads_of, overlaps_line
+from .paths import CHUNKS, KEPT, at
 from .provenance import provenance
 from .record import FACTS, OUTCOME, RUN, Applied, TrainingRecord, Where
 from .runner import slots
@@ -117,9 +120,17 @@ def nads_job(
     else:
         networks = job.settings.n_networks
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
+        kept = _chunks(_root(artifact, 2), job.arch, job, device)
         art = compute_nads(
-            partial(models.build, job.model), job.settings, shape, device, advice=None, born=born
+            partial(models.build, job.model),
+            job.settings,
+            shape,
+            device,
+            advice=None,
+            born=born,
+            kept=kept,
         )
+        shutil.rmtree(kept, ignore_errors=True)
     art.update(_nad_record(job), arch=job.arch, provenance=provenance(), networks=networks)
     if rounds:
         art["rounds"] = rounds
@@ -128,6 +139,8 @@ def nads_job(
     seconds = time.perf_counter() - start
     sh = art["split_half"]
     save_json(_nad_summary(job, art), summary)
+    root = _root(artifact, 2)
+    keep([artifact, npy, summary], at(KEPT, root), root)
     line = f"NADs of {job.arch}: {len(art['vectors'])} of d = {shape.d} in {seconds:.1f}s"
     if sh is not None:
         line += f"; split-half overlaps {overlaps_line(sh)}"
@@ -161,6 +174,25 @@ def _nad_summary(job: NadJob, art: dict) -> dict:
     }
 
 
+def _root(path: str, up: int) -> str:
+    """The results folder of the file `path`, `up` folders above it ({root}/nads/ARCH.pt: 2)."""
+    for _ in range(up):
+        path = os.path.dirname(os.path.abspath(path))
+    return path
+
+
+def _chunks(root: str, name: str, what: dict, device: torch.device) -> str:
+    """The folder that keeps the finished chunks of the NAD job `name` (nadpipe.paths.CHUNKS),
+    named by what decides its sensitivities (the job's spec and the device type: a GPU draws
+    other numbers). Those another spec left are removed: they can serve no rerun."""
+    key = hashlib.sha256(f"{plain(what)} {device.type}".encode()).hexdigest()[:16]
+    folder = os.path.join(at(CHUNKS, root), name)
+    for old in glob.glob(os.path.join(glob.escape(folder), "*")):
+        if os.path.basename(old) != key:
+            shutil.rmtree(old, ignore_errors=True)
+    return os.path.join(folder, key)
+
+
 def nad_shard_job(
     job: NadShardJob | dict, pt: str, summary: str, backend: Backend | None = None
 ) -> str:
@@ -178,6 +210,7 @@ def nad_shard_job(
         job.first,
         job.stop,
         device,
+        kept=(kept := _chunks(_root(pt, 4), f"{nads.arch}-{job.first}-{job.stop}", job, device)),
     )
     if not torch.isfinite(shard["sensitivities"]).all():
         raise NadError(
@@ -186,6 +219,7 @@ def nad_shard_job(
             "them would be meaningless"
         )
     save_torch(shard, pt)
+    shutil.rmtree(kept, ignore_errors=True)
     seconds = time.perf_counter() - start
     save_json(
         {

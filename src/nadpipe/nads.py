@@ -21,6 +21,7 @@ import contextlib
 import copy
 import importlib
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from .convergence import verdict
 from .data import Shape
 from .dipole import WindowedDipole
 from .estimators import ESTIMATORS
-from .io import derive_seed, generator
+from .io import derive_seed, generator, save_torch
 from .log import debug, progress_bar, say, warn
 from .models import call_builder, takes_arguments
 from .settings import MAX_FULL_D, NadSettings
@@ -294,12 +295,17 @@ def sample_sensitivities(
     together: bool = False,
     born: torch.device | str | None = None,
     first: int = 0,
+    kept: str | None = None,
 ) -> torch.Tensor:
     """(n_networks * n_points, d) float64 input sensitivities of random networks from `build`
     (single logit, inputs of `shape`): networks first .. first + n_networks - 1 (a shard of
     them, nadpipe.shards), `networks_per_chunk` built at a time from `first` on. `born`: the
     device the networks are drawn on (default `device`); "cpu" gives a GPU the CPU's networks,
-    moved over (to compare the two devices' NADs of the same networks; slower)."""
+    moved over (to compare the two devices' NADs of the same networks; slower). `kept`: a
+    folder where each chunk's sensitivities are written as it ends, and read back instead of
+    computed when there (a stopped job's rerun computes only the rest: network k is drawn under
+    its own seed, so the result is the same bit for bit); the caller names it after everything
+    that decides the sensitivities and removes it once they are used."""
     x0 = eval_points(settings, shape).to(device)
     # (networks x points, d) on the CPU: the covariance is formed there, in float64
     out = torch.empty(
@@ -314,6 +320,12 @@ def sample_sensitivities(
     stop = first + settings.n_networks
     for start in range(first, stop, chunk):
         ks = range(start, min(start + chunk, stop))
+        rows = slice((start - first) * settings.n_points, (ks.stop - first) * settings.n_points)
+        done = os.path.join(kept, f"{ks.start}-{ks.stop}.pt") if kept else None
+        if done and os.path.exists(done):
+            out[rows] = torch.load(done, weights_only=True)
+            bar.update(len(ks))
+            continue
         began = time.perf_counter()
         nets = draw_networks(build, settings, ks, born or device)
         if born is not None:
@@ -329,8 +341,9 @@ def sample_sensitivities(
             bar.update,
             together,
         )
-        rows = slice((start - first) * settings.n_points, (ks.stop - first) * settings.n_points)
         out[rows] = s.reshape(-1, shape.d).cpu()
+        if done:
+            save_torch(out[rows].clone(), done)
         debug(
             f"NADs: networks {ks.start}-{ks.stop - 1} built in {built - began:.2f} s, "
             f"probed in {time.perf_counter() - built:.2f} s"
@@ -440,6 +453,7 @@ def compute_nads(
     together: bool = False,
     advice: str | None = "raise NadSettings.n_networks (now {n})",
     born: torch.device | str | None = None,
+    kept: str | None = None,
 ) -> dict:
     """The NAD artifact of the networks `build` makes (single logit, inputs of `shape`):
     vectors (k, d) float32 (row k = NAD k), eigenvalues, the split-half diagnostics and the
@@ -450,9 +464,17 @@ def compute_nads(
     [input_size=(H, W)]). With `progress`, it logs its phases, the split-half overlaps and the
     convergence verdict (nadpipe.convergence; a warning when not converged), `advice` saying
     what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
-    whose figure job says it). `born`: where the networks are drawn (sample_sensitivities)."""
+    whose figure job says it). `born`: where the networks are drawn, `kept`: where finished
+    chunks are kept (both: sample_sensitivities)."""
     g = sample_sensitivities(
-        as_network(build, shape, settings), settings, shape, device, progress, together, born
+        as_network(build, shape, settings),
+        settings,
+        shape,
+        device,
+        progress,
+        together,
+        born,
+        kept=kept,
     )
     return nads_of(g, settings, shape, device, progress, advice)
 

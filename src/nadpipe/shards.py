@@ -64,9 +64,11 @@ def compute(
     device: Any = "cpu",
     progress: bool = True,
     born: Any = None,
+    kept: str | None = None,
 ) -> dict:
     """The shard of networks first .. stop - 1: their sensitivities ((stop - first) *
-    n_points, d), float64 on the CPU, with what they were made from."""
+    n_points, d), float64 on the CPU, with what they were made from. `kept`: where finished
+    chunks are kept (nadpipe.nads.sample_sensitivities)."""
     from .nads import as_network, sample_sensitivities
     from .provenance import provenance
 
@@ -78,6 +80,7 @@ def compute(
         progress,
         born=born,
         first=first,
+        kept=kept,
     )
     return {
         "sensitivities": g,

@@ -47,6 +47,7 @@ class Run:
         from . import runs
 
         self.plan, self.results, self.warnings = plan, results, warnings
+        self.workflow = workflow
         self.since = time.time()
         self._shared: dict[str, Any] = {}  # path -> what start() writes there for the jobs
         self.server = None  # the warm job server (worker), from start() to end()
@@ -150,6 +151,23 @@ class Run:
         if self.server is not None:
             self.server.terminate()
         runs.remove_leftovers(self.results)
+        back = [] if ok else runs.restore_kept(self.results)
+        for path in list(back):
+            # Snakemake recorded the failed job's inputs and params for these outputs: without
+            # that record, their old time against the newer inputs says they are to be remade;
+            # where it cannot be dropped they would pass as current, so they go again
+            try:
+                from snakemake.io import IOFile
+
+                self.workflow.persistence.cleanup_metadata(IOFile(path))  # --cleanup-metadata
+            except Exception:  # noqa: BLE001 -- another Snakemake's internals: not put back
+                os.unlink(path)
+                back.remove(path)
+        if back:
+            self.warnings.append(
+                f"the NADs made before were put back, since the job that remade them failed "
+                f"(older than their inputs, so the next run remakes them): {', '.join(back)}"
+            )
         outputs = self.plan.final_outputs()
         logger.info(
             runs.end(ok, outputs, self.warnings, self.since, self.results, self.plan.findings)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from .. import provenance
 from ..log import WARNING
-from ..paths import AHEAD, LOGS, OWNER, RUN_LOCK, at
+from ..paths import AHEAD, KEPT, LOGS, OWNER, RUN_LOCK, at
 
 # options that say which run this is, repeated in every command nadpipe suggests (a command
 # without them could plan another config's study in the same directory); those marked take
@@ -265,13 +265,16 @@ def holder(path: str) -> tuple[str | None, str]:
 
 def snakemakes(root: str = ".") -> list[int]:
     """Other Snakemake processes working in `root` (not their jobs): a run that is building its
-    plan has taken Snakemake's locks but not yet nadpipe's."""
+    plan has taken Snakemake's locks but not yet nadpipe's. This command's own process and its
+    parents are not others: a wrapper (`timeout 900 snakemake ...`, `nice snakemake ...`) names
+    snakemake on its command line too."""
     import psutil
 
+    own = {os.getpid()} | {p.pid for p in psutil.Process().parents()}
     here, found = os.path.realpath(root), []
     for p in psutil.process_iter(["pid", "cmdline"]):
         line = p.info["cmdline"] or []
-        if p.info["pid"] == os.getpid() or not _is_snakemake(line):
+        if p.info["pid"] in own or not _is_snakemake(line):
             continue
         with contextlib.suppress(psutil.Error):
             if os.path.realpath(p.cwd()) == here:
@@ -325,6 +328,21 @@ def remove_leftovers(results: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def restore_kept(results: str) -> list[str]:
+    """At the end of a failed run, put back the last good NADs (nadpipe.io.keep) whose job
+    failed and so lost them: Snakemake deletes a failed job's outputs, and a merge that fails
+    on a damaged shard would take a day of networks with it. They keep their old time, so the
+    next run remakes them from the newer shards. The files put back."""
+    kept, out = at(KEPT, results), []
+    for path in sorted(glob.glob(os.path.join(glob.escape(kept), "**", "*"), recursive=True)):
+        to = os.path.join(results, os.path.relpath(path, kept))
+        if os.path.isfile(path) and not os.path.exists(to):
+            with contextlib.suppress(OSError):
+                os.link(path, to)
+                out.append(to)
+    return out
+
+
 Findings = Callable[[list[str]], list[str]]  # what the summaries among outputs show (the plan's)
 
 
@@ -369,8 +387,9 @@ def end(
 def damaged(outputs: list[str], results: str = "results") -> list[str]:
     """The results a run that has nothing to do would stand on but that cannot be read (a
     file cut short or overwritten that kept its time, which Snakemake cannot see): the final
-    summaries (their parquet footer), the evaluations' arrays (a zip's directory) and the
-    resolved config (YAML). Reads headers only: cheap for a large grid."""
+    summaries (their parquet footer), the evaluations' arrays and every torch file (a zip's
+    directory; a NAD shard's range too), the NADs' arrays (size against header) and the resolved
+    config (YAML). Reads headers only: cheap for a large grid."""
     import zipfile
 
     import pyarrow.parquet as pq
@@ -385,6 +404,15 @@ def damaged(outputs: list[str], results: str = "results") -> list[str]:
                 bad.append(path)
     for path in sorted(glob.glob(os.path.join(glob.escape(results), "*", "eval", "*", "*.npz"))):
         if not zipfile.is_zipfile(path):
+            bad.append(path)
+    # every torch file a later job reads (models, NADs, NAD shards): a zip's directory
+    for path in sorted(glob.glob(os.path.join(glob.escape(results), "**", "*.pt"), recursive=True)):
+        if not zipfile.is_zipfile(path):
+            bad.append(path)
+        elif os.sep + os.path.join("nads", "shards") + os.sep in path and not _shard_named(path):
+            bad.append(path)
+    for path in sorted(glob.glob(os.path.join(glob.escape(results), "nads", "*.npy"))):
+        if not _npy_whole(path):
             bad.append(path)
     for path in sorted(glob.glob(os.path.join(glob.escape(results), "nads", "*.json"))):
         try:
@@ -402,6 +430,33 @@ def damaged(outputs: list[str], results: str = "results") -> list[str]:
         if not ok:
             bad.append(config)
     return bad
+
+
+def _shard_named(path: str) -> bool:
+    """Whether the NAD shard at `path` (a whole zip) holds the networks its name says, FIRST-STOP
+    (another range's shard copied over it keeps the name and may keep the time)."""
+    import torch
+
+    first, stop = os.path.basename(path)[: -len(".pt")].split("-")
+    try:  # memory-mapped: the sensitivities are not read
+        shard = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+        return (shard["first"], shard["stop"]) == (int(first), int(stop))
+    except Exception:  # noqa: BLE001 -- a damaged file fails in any of torch's layers
+        return False
+
+
+def _npy_whole(path: str) -> bool:
+    """Whether the .npy file at `path` holds as many bytes as its header says."""
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            shape, _, dtype = np.lib.format._read_array_header(f, version)
+            need = f.tell() + int(np.prod(shape)) * dtype.itemsize
+        return os.path.getsize(path) == need
+    except Exception:  # noqa: BLE001 -- any damage
+        return False
 
 
 def damaged_message(bad: list[str]) -> str:

@@ -23,6 +23,7 @@ exists when it forks.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib
 import os
@@ -190,6 +191,24 @@ def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int =
     return value
 
 
+def said(e: BaseException) -> str:
+    """A failed job's exception in one line, by its root cause: an OSError with an errno
+    anywhere in the chain first (a full disk reaches torch.save as "No space left on device",
+    and leaves it as "[enforce fail at inline_container.cc] unexpected pos"), then the last."""
+    if isinstance(e, SystemExit | KeyboardInterrupt):
+        return f"the job was stopped ({type(e).__name__} {getattr(e, 'code', '')})".strip()
+    line, x, seen = f"{type(e).__name__}: {e}", e, set()
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if isinstance(x, OSError) and x.errno:
+            name = errno.errorcode.get(x.errno, str(x.errno))
+            where = f": {x.filename}" if x.filename else ""
+            cause = f"{x.strerror or x} ({name}{where})"
+            return cause if x is e else f"{cause}, which ended the job as {line}"
+        x = x.__cause__ or x.__context__
+    return line
+
+
 # -- the server's side -------------------------------------------------------------------------
 
 
@@ -207,6 +226,9 @@ def _child(conn: socket.socket, req: dict) -> None:
                 conn.recv(1)
             os.kill(os.getpid(), signal.SIGKILL)
 
+        # the server's SIGTERM handler ends it by SystemExit(0); a job stopped so is killed,
+        # which its script says as such, not as an error "SystemExit: 0"
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         threading.Thread(target=watch, daemon=True).start()
         try:
             value = run_here(
@@ -215,7 +237,7 @@ def _child(conn: socket.socket, req: dict) -> None:
             _send(conn, ("ok", value))
             code = 0
         except BaseException as e:  # noqa: BLE001 -- report any failure to the script
-            _send(conn, ("error", f"{type(e).__name__}: {e}"))
+            _send(conn, ("error", said(e)))
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
     finally:
