@@ -113,6 +113,7 @@ CPU = torch.device("cpu")
 # reads that wait for the device: the host needs the value
 SYNC = {
     aten._local_scalar_dense.default,
+    aten.item.default,  # inference mode does not decompose it to the above
     aten.is_nonzero.default,
     aten.nonzero.default,
     aten.masked_select.default,

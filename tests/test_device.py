@@ -216,8 +216,18 @@ def test_determinism_is_refused_where_cublas_started_without_its_workspace(monke
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # CUDA already started
     with pytest.raises(DeviceError, match="CUBLAS_WORKSPACE_CONFIG=:4096:8 python"):
         deterministic_cublas()
-    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)  # as the advice says
-    deterministic_cublas()
+    # set after CUDA started, in the process: still too late (0a58d4e took it as deterministic);
+    # as the advice says, Python started with it: deterministic
+    code = ("import os, torch; torch.cuda.is_initialized = lambda: True; "
+            f"os.environ['CUBLAS_WORKSPACE_CONFIG'] = '{CUBLAS_WORKSPACE}'; "
+            "from nadpipe.backend import deterministic_cublas as d; d(); print('ok')")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    late = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "started CUDA before CUBLAS_WORKSPACE_CONFIG" in late.stderr, late.stderr[-2000:]
+    env["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+    given = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert given.stdout == "ok\n", given.stderr
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # before CUDA: set here
     deterministic_cublas()

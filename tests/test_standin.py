@@ -16,15 +16,16 @@ import pandas as pd
 import pytest
 import torch
 from helpers import MEASURED, relu_units_820f241, run_every_job
-from standin import DEVICE, DeviceMixError, Record, require, standin
+from standin import DEVICE, NAME, DeviceMixError, Record, require, standin
 from torch import nn
 
 from nadpipe.acceptance import DATA
-from nadpipe.backend import Backend, accelerated
+from nadpipe.backend import Backend, accelerated, setup
+from nadpipe.evaluate import accuracy_and_loss
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
 from nadpipe.settings import ModelSpec, NadSettings, Shape, TrainSettings
-from nadpipe.train import applied, can_stack, train
+from nadpipe.train import _autocast, applied, can_stack, train
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -142,21 +143,65 @@ def test_no_synchronising_read_or_copy_inside_a_nad_chunk():
     ways = [(windowed, together) for windowed in (True, False) for together in (False, True)]
     with standin() as record:
         for windowed, together in ways:
-            for per_chunk, probes in ((4, 2048), (2, 2048), (4, 512)):
-                settings = NadSettings(n_networks=4, networks_per_chunk=per_chunk,
+            # and 8 networks in 1 chunk: no read per network (a .item() per network inside a
+            # chunk passed while the network count was held at 4)
+            for n, per_chunk, probes in ((4, 4, 2048), (4, 2, 2048), (4, 4, 512), (8, 8, 2048)):
+                settings = NadSettings(n_networks=n, networks_per_chunk=per_chunk,
                                        windowed=windowed, batch_size=probes)  # fmt: skip
                 record.clear()
                 compute_nads(lambda: build(spec), settings, spec.shape, DEVICE, progress=False,
                              together=together)  # fmt: skip
                 counts[windowed, together, per_chunk, probes] = (
                     len(record.h2d),
-                    len(record.syncs),
-                    len(record.d2h) // (4 // per_chunk),
+                    len(record.syncs) // (n // per_chunk),
+                    len(record.d2h) // (n // per_chunk),
                 )
     for way in ways:
         assert len({v for k, v in counts.items() if k[:2] == way}) == 1, counts
     for together in (False, True):  # the points x0 (b879b52: 81, one per network tensor)
         assert counts[False, together, 4, 2048][0] == 1, counts
+
+
+def test_no_synchronising_read_inside_an_evaluation_batch():
+    # 64 samples in batches of 32 or of 4: the same reads (a .item() or float() of each
+    # batch's loss passed before: no test counted evaluation's reads)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(16, 2))
+    x, y = torch.randn(64, 1, 4, 4), torch.randint(0, 2, (64,))
+    counts = []
+    with standin() as record:
+        net, x, y = net.to(DEVICE), x.to(DEVICE), y.to(DEVICE)
+        for batch in (32, 4):
+            record.clear()
+            accuracy_and_loss(net, x, y, batch)
+            counts.append((len(record.syncs), len(record.h2d), len(record.d2h)))
+    assert counts[0] == counts[1] and counts[0][0] <= 2, counts
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_backend_switches_are_what_the_config_says_after_set_up(deterministic):
+    # asserted after set-up on the stand-in (cuDNN's flags forced off whatever
+    # gpus.deterministic says passed every test before)
+    before = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+              torch.are_deterministic_algorithms_enabled())  # fmt: skip
+    try:
+        with standin():
+            setup(Backend(device=NAME, deterministic=deterministic, cudnn_benchmark=True))
+        assert torch.backends.cudnn.deterministic is deterministic
+        assert torch.backends.cudnn.benchmark is not deterministic
+        assert torch.are_deterministic_algorithms_enabled() is deterministic
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[:2]
+        torch.use_deterministic_algorithms(before[2])
+
+
+def test_training_autocasts_to_bfloat16_not_float16():
+    # float16 needs loss scaling, which nadpipe does not do: its gradients underflow on CUDA.
+    # The CPU has autocast, so the same context is entered here
+    with _autocast(torch.device("cpu"), True):
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") is torch.bfloat16
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype is torch.bfloat16
 
 
 def test_nad_networks_are_born_on_the_device_without_per_tensor_copies():

@@ -165,7 +165,12 @@ def deterministic_cublas(key: str = "gpus.deterministic") -> None:
     was. The workflow's jobs have it in their environment from the start (nadpipe.runner)."""
     import torch
 
-    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") in DETERMINISTIC_WORKSPACES:
+    now = os.environ.get("CUBLAS_WORKSPACE_CONFIG") in DETERMINISTIC_WORKSPACES
+    if now and not torch.cuda.is_initialized():
+        return
+    # CUDA started: deterministic only if the variable was there before, which the process's
+    # starting environment shows (set later, as os.environ[...] = after CUDA work, it is too late)
+    if now and _started_with("CUBLAS_WORKSPACE_CONFIG") in (*DETERMINISTIC_WORKSPACES, None):
         return
     if torch.cuda.is_initialized():
         raise DeviceError(
@@ -175,6 +180,18 @@ def deterministic_cublas(key: str = "gpus.deterministic") -> None:
             f"in its environment (e.g. CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} python ...)"
         )
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+
+
+def _started_with(name: str) -> str | None:
+    """The value of the environment variable `name` when this process started ("" when it was
+    not set then); None where the system does not say (no /proc)."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            start = f.read().split(b"\0")
+    except OSError:
+        return None
+    key = name.encode() + b"="
+    return next((v[len(key) :].decode() for v in start if v.startswith(key)), "")
 
 
 def _set_tf32(on: bool) -> None:
