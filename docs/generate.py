@@ -59,6 +59,7 @@ CONFIG = [
     ("a typo in a key", {"nad_pairs": {"epsilon1": 1.0}}),
     ("unknown architecture", {"nad_pairs": {"architectures": ["mlp", "resnet"]}}),
     ("an architecture name no file path can hold", {"nad_pairs": {"architectures": ["a/b"]}}),
+    ("a GPU lock folder that cannot be written", {"gpus": {"lock_dir": "/dev/null/slots"}}),
     ("`.nan`, `.inf` where a number is expected", {"nad_pairs": {"eps1": float("nan")}}),
     ("a whole-number float where an integer is expected",
      {"nad_pairs": {"train": {"epochs": 10.0}}}),
@@ -123,6 +124,8 @@ for _, change in CONFIG:  # the user models run in the pair study
         change.setdefault("nad_pairs", {})["architectures"] = ["mine"]
 
 WARNINGS = [
+    ("more analysis points than test points",
+     {"analysis": {"n_points": 500}, "nad_pairs": {"n_test": 100}}),
     ("NAD index at or past the covariance rank",
      {"nads": {"n_networks": 300}, "nad_pairs": {"indices": [0, 299, 1000]}}),
     ("per-architecture training for an architecture not in the study",

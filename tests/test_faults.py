@@ -163,3 +163,46 @@ def test_damaged_results_that_kept_their_time_are_named_with_the_command_that_re
     numeric = summary.select_dtypes("number").columns
     assert np.allclose(after[numeric], summary[numeric], equal_nan=True)  # nothing lost
     assert "every result is up to date" in snakemake(finished, "--cores", "2").stderr
+
+
+def test_inputs_that_were_accepted_without_a_word_are_refused_or_said(tmp_path):
+    # (0a58d4e accepted each of these silently)
+    def dry(config: dict | str, *extra: str, env=None) -> str:
+        text = config if isinstance(config, str) else yaml.safe_dump(config)
+        (tmp_path / "config.yaml").write_text(text)
+        res = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", *extra], cwd=tmp_path,
+                             capture_output=True, text=True, env=env)  # fmt: skip
+        return res.stdout + res.stderr
+
+    small = {"nad_pairs": {"indices": [0], "n_test": 100}}
+    # a GPU lock folder nobody can write: refused, naming the key
+    out = dry({**small, "gpus": {"lock_dir": "/dev/null/slots"}})
+    assert "config key 'gpus.lock_dir': '/dev/null/slots' cannot be made or written here" in out
+    # CUDA asked for on a machine without it: said in a dry run already
+    if not os.path.exists("/proc/driver/nvidia"):
+        assert "'gpus.device' is cuda, but this machine shows no GPU" in dry(
+            {**small, "gpus": {"device": "cuda"}}
+        )
+    # more analysis points than test points: said, with what is used
+    out = dry({**small, "analysis": {"n_points": 500}})
+    assert "'analysis.n_points' (500) is more than nad_pairs.n_test (100)" in out
+    # a key given twice: refused with both lines (YAML keeps the last)
+    out = dry("nad_pairs: {indices: [0]}\nnads: {n_networks: 40}\nnads: {seed: 1}\n")
+    assert (
+        "line 3, column 1: not valid YAML: the key 'nads' is given twice (at lines 2 and 3)" in out
+    )
+    # in a --configfile too
+    (tmp_path / "more.yaml").write_text("nads: {seed: 1}\nnads: {seed: 2}\n")
+    out = dry(small, "--configfile", "more.yaml")
+    assert "more.yaml, line 2, column 1: not valid YAML: the key 'nads' is given twice" in out
+
+
+def test_the_doctor_does_not_count_gpus_torch_cannot_use():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a machine with CUDA")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+    res = subprocess.run([SCRIPT, "doctor"], capture_output=True, text=True, env=env)
+    assert "CUDA_VISIBLE_DEVICES 0 names GPU(s), but torch finds none" in res.stdout
+    assert "1 GPU job slot" not in res.stdout  # 0a58d4e: both "no device" and a slot

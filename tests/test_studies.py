@@ -162,7 +162,7 @@ def test_a_study_module_that_cannot_be_imported_is_named_with_its_key(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode != 0
     assert "environment variable NADPIPE_STUDIES: cannot import the study module 'broken'" in out
-    (tmp_path / "fine.py").write_text("")
+    (tmp_path / "fine.py").write_text(TOY)
     env = {**os.environ, "NADPIPE_STUDIES": "fine", "PYTHONPATH": str(tmp_path)}
     res = snakemake(tmp_path, "-n", "--cores", "1", env=env)
     assert "name them in the config instead (study_modules: [fine])" in res.stdout + res.stderr
@@ -173,6 +173,13 @@ def test_a_study_module_that_cannot_be_imported_is_named_with_its_key(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NADPIPE_STUDIES"}
     res = snakemake(tmp_path, "-n", "--cores", "1", env=env)
     assert "NADPIPE_STUDIES" not in res.stdout + res.stderr
+    # a module that imports but registers nothing (0a58d4e: accepted without a word)
+    (tmp_path / "empty.py").write_text("")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"study_modules": ["empty"]}))
+    res = snakemake(tmp_path, "-n", "--cores", "1", check=False, env=env)
+    assert res.returncode != 0 and "Traceback" not in res.stdout + res.stderr
+    assert ("config key 'study_modules.0': the study module 'empty' imports, but registers no "
+            "study") in res.stdout + res.stderr  # fmt: skip
 
 
 def test_no_module_outside_the_registry_names_a_study():

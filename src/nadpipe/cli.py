@@ -499,10 +499,17 @@ def cmd_doctor(args) -> int:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
     gpus = visible_gpus()
     slots = pool(slot_count(None, None, len(gpus)), gpus)
-    lines.append(
-        f"GPU jobs of a workflow here (gpus.jobs_per_gpu 1, no --resources gpu=N): "
-        f"{describe(slots)} (CUDA_VISIBLE_DEVICES {visible})"
-    )
+    if slots and not torch.cuda.is_available():  # the variable names GPUs torch cannot use
+        lines.append(
+            f"GPU jobs of a workflow here: CUDA_VISIBLE_DEVICES {visible} names GPU(s), but "
+            "torch finds none, so a GPU job would fail (gpus.device auto refuses a GPU it was "
+            "given and cannot use); unset CUDA_VISIBLE_DEVICES, or set gpus.device: cpu"
+        )
+    else:
+        lines.append(
+            f"GPU jobs of a workflow here (gpus.jobs_per_gpu 1, no --resources gpu=N): "
+            f"{describe(slots)} (CUDA_VISIBLE_DEVICES {visible})"
+        )
     for pkg in (
         "snakemake",
         "snakemake-executor-plugin-slurm",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -756,6 +757,9 @@ class StudyModuleError(ImportError):
     """A module named to register a study of its own cannot be imported."""
 
 
+_ADDED: dict[str, set[str]] = {}  # the studies each study module registered
+
+
 def load_modules(names, where) -> None:
     """Import the modules `names` that register studies of their own; `where(i)` says where
     the i-th was named (a config key, an environment variable), for the message when one
@@ -765,13 +769,26 @@ def load_modules(names, where) -> None:
     here = importable_here()
     for i, name in enumerate(names):
         try:
+            before, fresh = set(REGISTRY), name not in sys.modules
             importlib.import_module(name)
+            if fresh:  # what it registered, directly or through what it imports
+                _ADDED[name] = set(REGISTRY) - before
         except Exception as e:  # noqa: BLE001 -- a module can fail to import in any way
             raise StudyModuleError(
                 f"{where(i)}: cannot import the study module {name!r} ({type(e).__name__}: "
                 f"{e}); it is looked for in the working directory {here} and on the import "
                 "path"
             ) from e
+        if name not in _ADDED:  # imported before, not here: its studies by their module
+            _ADDED[name] = {n for n, e in REGISTRY.items() if type(e).__module__ == name}
+        mine = _ADDED[name]
+        if not mine:
+            raise StudyModuleError(
+                f"{where(i)}: the study module {name!r} imports, but registers no study "
+                "(a study of one's own is a subclass of nadpipe.studies.Study passed to "
+                "nadpipe.studies.register when its module is imported); name only modules "
+                "that register one"
+            )
 
 
 def _env_modules(variable: str) -> list[str]:

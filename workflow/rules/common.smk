@@ -13,6 +13,8 @@ from nadpipe.runner import Run
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, variant_pattern
 
+for _file in workflow.config_settings.configfiles or []:  # a key given twice in them
+    nc.check_yaml(_file)
 CFG, WARNINGS = nc.load_config(
     config,
     workflow.source_path("../schemas/config.schema.yaml"),

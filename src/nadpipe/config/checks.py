@@ -5,6 +5,7 @@ the warnings about settings that change nothing."""
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from .. import settings as st
@@ -210,11 +211,41 @@ def _check_results(results: str | None) -> None:
         )
 
 
+def _check_lock_dir(lock_dir: str) -> None:
+    """gpus.lock_dir can be made and written (the GPU jobs take their slots there)."""
+    at = os.path.abspath(lock_dir)
+    while not os.path.exists(at):
+        at = os.path.dirname(at)
+    if not os.path.isdir(at) or not os.access(at, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"config key 'gpus.lock_dir': {lock_dir!r} cannot be made or written here "
+            f"({at} is {'not a folder' if not os.path.isdir(at) else 'not writable'}); name a "
+            "folder this user can write, e.g. .nadpipe/gpu_slots (the default)"
+        )
+
+
+def _analysis_warnings(cfg: Config, raw: dict) -> list[str]:
+    """analysis.n_points, given, above a study's test points: the analysis uses those there
+    are (the default, 200, says nothing: it means "up to 200")."""
+    out = []
+    if "n_points" not in (raw.get("analysis") or {}):
+        return out
+    for study in cfg.enabled():
+        n_test = getattr(cfg.studies[study], "n_test", None)
+        if n_test is not None and cfg.analysis.n_points > n_test:
+            out.append(
+                f"config key 'analysis.n_points' ({cfg.analysis.n_points}) is more than "
+                f"{study}.n_test ({n_test}): {study}'s analysis uses its {n_test} test points"
+            )
+    return out
+
+
 def check(cfg: Config, raw: dict | None = None) -> list[str]:
     """Checks the schema cannot express (raise ConfigError naming the key); returns warnings
     about settings that are given but have no effect."""
     _check_results(cfg.results)
-    warnings = []
+    _check_lock_dir(cfg.gpus.lock_dir)
+    warnings = _analysis_warnings(cfg, raw or {})
     used: set[str] = set()
     for study in cfg.enabled():
         s = cfg.studies[study]

@@ -209,14 +209,35 @@ def _message(err, schema: dict | None = None) -> str | None:
     return f"config key {key!r}: {err.message}"
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "in the mapping",
+                    node.start_mark,
+                    f"the key {key!r} is given twice (at lines {seen[key] + 1} and "
+                    f"{key_node.start_mark.line + 1}); YAML would keep the last without a word: "
+                    "keep one",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def check_yaml(path: str | Path) -> None:
     """Raise ConfigError naming the file, line and column of a YAML syntax error in `path`
-    (Snakemake's own message names neither); nothing when the file is absent."""
+    (Snakemake's own message names neither), or of a key given twice in one mapping (YAML
+    keeps the last without a word); nothing when the file is absent."""
     path = Path(path)
     if not path.is_file():
         return
     try:
-        yaml.safe_load(path.read_text())
+        yaml.load(path.read_text(), Loader=_UniqueKeys)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""

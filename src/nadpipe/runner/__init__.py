@@ -80,6 +80,14 @@ class Run:
         self.local = bool(workflow.local_exec)
         here = cfg.gpus.device != "cpu" and self.local
         gpus = slots.visible_gpus() if here else []
+        if cfg.gpus.device == "cuda" and self.local and not gpus and self.main:
+            said = (
+                "config key 'gpus.device' is cuda, but this machine shows no GPU: every job "
+                "that computes would fail on it; use gpus.device auto (or cpu) here, or a "
+                "cluster executor whose nodes have GPUs"
+            )
+            self.warnings.append(said)
+            logger.warning(f"{WARNING} {said}")
         resource = workflow.global_resources.get("gpu")
         self.slots = slots.pool(
             slots.slot_count(cfg.gpus.slots, resource, len(gpus), cfg.gpus.jobs_per_gpu), gpus
