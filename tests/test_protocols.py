@@ -199,6 +199,25 @@ def test_nadpipe_versus_reads_a_table_s_cells_as_frequencies_with_offset_and_sca
     assert scaled["mean_abs_diff"] == pytest.approx(abs(mine.loc[(0, 0)] - 60.0))
 
 
+def test_versus_refuses_what_it_would_take_silently_and_names_its_own_flags(study):
+    summary = "results/single_direction/summary.parquet"
+    # swapped: the results first (0a58d4e: read the CSV as results and asked for --study)
+    res = nadpipe_here("versus", "nads.csv", summary, cwd=study, check=False)
+    assert res.returncode == 2 and "the results come first, the reference second" in res.stderr
+    # a reference of two protocols (0a58d4e: its first taken without a word)
+    res = nadpipe_here("versus", summary, summary, cwd=study, check=False)
+    assert res.returncode == 2 and "holds 2 protocols (stated, wide)" in res.stderr
+    assert "say which with --protocol-b NAME" in res.stderr
+    res = nadpipe_here("versus", summary, summary, "--protocol-b", "stated", "--json", cwd=study)
+    stated = [r for r in json.loads(res.stdout)["results"] if r["protocol"] == "stated"]
+    assert stated[0]["mean_abs_diff"] == 0
+    # a column of the reference that is not there: the flag that names it (0a58d4e: --column)
+    res = nadpipe_here("versus", summary, "nads.csv", "--column-b", "nope", cwd=study,
+                       check=False)  # fmt: skip
+    assert res.returncode == 2 and res.stderr.startswith("nadpipe versus: '--column-b': nads.csv")
+    assert "name the columns it has (--column-b, --index, --a, --b)" in res.stderr
+
+
 def test_a_changed_protocol_reruns_its_cells_only(study):
     change = {"single_direction": {"protocols": {"stated": {}, "wide": {"eps": 1.5}}}}
     jobs = planned(study, change)
@@ -225,6 +244,13 @@ FAULTS = {  # name -> (the CSV's rows, the Reference's settings, what the messag
     "eigenvalues": ({"index": [0, 1000], "acc": [0.14, 0.001]}, {},
                     r"nads.csv, column 'acc': no value reaches chance \(50 %.*largest is 14 %\)"),
     "no rows": ({"index": [], "acc": []}, {}, r"nads.csv has no rows"),
+    "fractions among percents": ({"index": [0, 1000], "acc": [62, 0.55]}, {},
+                                 r"nads.csv, line 3, column 'acc' holds 0.55 while others are "
+                                 r"percents \(up to 62\): the column mixes fractions and percents"),
+    "no header line": ({"0": [1000], "90": [80]}, {},
+                       r"nads.csv has no header line: its first line holds numbers \(0, 90\)"),
+    "no such column": ({"index": [0, 1000], "accuracy": [90, 80]}, {},
+                       r"nads.csv has no column 'acc' \(it has: index, accuracy\); name the"),
     "no common cell": ({"index": [3, 4], "acc": [90, 80]}, {},
                        r"nads.csv: no cell in common with .*\(it has 0, 1000; the reference 3, 4"),
     "offset": ({"index": [0, 1000], "acc": [90, 80]}, {"offset": -8},

@@ -372,7 +372,7 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
+def _curves(path: str, args, column: str | None, flag: str) -> tuple[str | None, dict]:
     """(study, name -> accuracies in %) of a summary.parquet (per protocol) or a CSV."""
     from .references import ReferenceError, comparable, ours, read
     from .settings import Reference
@@ -400,20 +400,33 @@ def _curves(path: str, args, column: str | None) -> tuple[str | None, dict]:
         return None, {}
     ref = Reference(path, column, args.index, args.a, args.b, args.offset, args.scale)
     try:
-        return study, {"": read(ref, study, "--column" if column else path)}
+        return study, {"": read(ref, study, flag if column else path)}
     except ReferenceError as e:
-        raise Refused(str(e).replace("config key ", "")) from e
+        said = str(e).replace("config key ", "")
+        said = said.replace("the reference's column, index, a and b", f"{flag}, --index, --a, --b")
+        raise Refused(said) from e
 
 
 def cmd_versus(args) -> int:
     from .references import ReferenceError, agreement, comparable, in_common, line
 
-    study, mine = _curves(args.results, args, args.column_a)
+    if args.reference.endswith(".parquet") and not args.results.endswith(".parquet"):
+        raise Refused(
+            f"{args.reference} is a summary and {args.results} is not: the results come first, "
+            f"the reference second (nadpipe versus {args.reference} {args.results} ...)"
+        )
+    study, mine = _curves(args.results, args, args.column_a, "--column-a")
     args.study = args.study or study
-    study_b, theirs = _curves(args.reference, args, args.column_b)
+    study_b, theirs = _curves(args.reference, args, args.column_b, "--column-b")
     if not mine or not theirs:
         raise Refused(f"--study: say {' or '.join(comparable())} (no summary.parquet names it)")
-    ref = next(iter(theirs.values()))
+    if len(theirs) > 1 and args.protocol_b not in theirs:
+        given = f"--protocol-b {args.protocol_b!r} is none of them; " if args.protocol_b else ""
+        raise Refused(
+            f"{args.reference} holds {len(theirs)} protocols ({', '.join(theirs)}): a reference "
+            f"is one curve; {given}say which with --protocol-b NAME"
+        )
+    ref = theirs[args.protocol_b] if len(theirs) > 1 else next(iter(theirs.values()))
     results = []
     for name, series in mine.items():
         try:
@@ -753,6 +766,9 @@ def _versus_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--arch", help="the architecture of a summary that holds several")
     c.add_argument("--column-a", help="the accuracy column of RESULTS when it is a CSV")
     c.add_argument("--column-b", help="the accuracy column of REFERENCE when it is a CSV")
+    c.add_argument(
+        "--protocol-b", help="the protocol of REFERENCE when it is a summary that holds several"
+    )
     from .references import comparable
 
     c.add_argument(

@@ -75,6 +75,13 @@ def _accuracies(values: np.ndarray, where: str, lines: list[int], column: str) -
             f"{where}, line {lines[i]}, column {column!r} {what}: accuracies are numbers "
             "within [0, 1] (fractions) or [0, 100] (percent)"
         )
+    if values.max() > 1 and (values <= 1).any():  # 0.55 beside 62: a fraction among percents
+        i = int(np.flatnonzero(values <= 1)[0])
+        raise ReferenceError(
+            f"{where}, line {lines[i]}, column {column!r} holds {values[i]:g} while others are "
+            f"percents (up to {values.max():g}): the column mixes fractions and percents; write "
+            "all in one (62 or 0.62)"
+        )
     percent = values * 100 if values.max() <= 1 else values
     if percent.max() < CHANCE:
         raise ReferenceError(
@@ -130,8 +137,16 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
     columns = [ref.index] if len(keys(study)) == 1 else [ref.a, ref.b]
     missing = [c for c in [ref.column, *columns] if c not in table]
     if missing:
+        header = ", ".join(map(str, table.columns))
+        if all(_number(c) for c in table.columns):
+            raise ReferenceError(
+                f"{where} has no header line: its first line holds numbers ({header}), not "
+                f"column names; add one naming the columns ({', '.join(columns)} and the "
+                "accuracy's), or, for a map of accuracies alone, give no column"
+            )
         raise ReferenceError(
-            f"{where} has no column {missing[0]!r} (it has: {', '.join(map(str, table.columns))})"
+            f"{where} has no column {missing[0]!r} (it has: {header}); name the columns it "
+            "has (the reference's column, index, a and b)"
         )
     if table.empty:
         raise ReferenceError(f"{where} has no rows")
@@ -157,6 +172,14 @@ def read(ref: Reference, study: str, key: str, axis: list[int] | None = None) ->
     lines = [_line(table, r) for r in table.index]
     values = _accuracies(numbers.to_numpy(float), where, lines, ref.column)
     return pd.Series(values, index=index, name="reference")
+
+
+def _number(text) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _as_tuples(keys) -> list[tuple]:
