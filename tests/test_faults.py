@@ -206,3 +206,28 @@ def test_the_doctor_does_not_count_gpus_torch_cannot_use():
     res = subprocess.run([SCRIPT, "doctor"], capture_output=True, text=True, env=env)
     assert "CUDA_VISIBLE_DEVICES 0 names GPU(s), but torch finds none" in res.stdout
     assert "1 GPU job slot" not in res.stdout  # 0a58d4e: both "no device" and a slot
+
+
+def test_answers_say_what_is_wanted_and_how_to_give_it(tmp_path):
+    # a value that starts with '-' reaches its option's own check (0a58d4e: argparse's
+    # "expected one argument", while --flag=value got the good message)
+    res = subprocess.run([SCRIPT, "nads", "--model", "lenet", "--shape", "-1,32,32", "--out",
+                          str(tmp_path / "x.npy")], capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 2 and "--shape -1,32,32: C, H and W must be at least 1" in res.stderr
+    search = [SCRIPT, "search", "--study", "single_direction", "--arch", "lenet"]
+    res = subprocess.run([*search, "--snakemake", "-n"], capture_output=True, text=True,
+                         cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 2 and "a search runs its rounds for real" in res.stderr
+    # a model kwarg of another kind: the kind it takes (0a58d4e: "'int' object is not iterable")
+    config = {"architectures": {"m": {"model": "mlp", "kwargs": {"hidden": 32}}},
+              "nad_pairs": {"architectures": ["m"], "indices": [0]}}  # fmt: skip
+    with pytest.raises(nc.ConfigError, match=r"'architectures.m.kwargs.hidden': model 'mlp': "
+                       r"hidden is 32, an integer; it takes a list of integers \(its default: "
+                       r"\[100, 20\]\)"):  # fmt: skip
+        nc.load_config(config, SCHEMA)
+    # a Fourier grid past the model's inputs: their limit, not the schema's bound of 64 first
+    config = {"nad_pairs": {"enabled": False},
+              "fourier": {"enabled": True, "architectures": ["lenet"], "size": 100}}  # fmt: skip
+    with pytest.raises(nc.ConfigError, match="'fourier.size': 100 is greater than the maximum "
+                       "of 32 \\(lenet's inputs are 1x32x32"):  # fmt: skip
+        nc.load_config(config, SCHEMA)

@@ -958,7 +958,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# options whose value may start with '-' ("--shape -1,32,32", "--snakemake '-n'"): argparse
+# takes such a value for an option and says "expected one argument"; joined as --flag=value,
+# the value reaches the option's own check
+DASHED_VALUES = ("--shape", "--snakemake", "--offset")
+
+
+def _join_dashed(argv: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in DASHED_VALUES and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = _join_dashed(sys.argv[1:] if argv is None else list(argv))
     args = parser().parse_args(argv)
     from .log import set_verbosity
 

@@ -502,8 +502,42 @@ def _works(spec: ModelSpec) -> bool:
     return True
 
 
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+
+
+def _kind(value) -> str:
+    """What `value` is, in a config's words ("a list of integers", "an integer")."""
+    if isinstance(value, list | tuple):
+        inner = {_kind(v).removeprefix("an ").removeprefix("a ") for v in value}
+        return f"a list of {inner.pop()}s" if len(inner) == 1 else "a list"
+    return next((k for t, k in _KINDS.items() if type(value) is t), type(value).__name__)
+
+
+def _check_kwarg_kinds(spec: ModelSpec, builder) -> None:
+    """A kwarg of another kind than the builder's default for it (hidden: 32 where (100, 20)
+    is the default) is refused in those words, before torch's ("'int' object is not
+    iterable")."""
+    try:
+        params = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return
+    for key, value in spec.kwargs.items():
+        default = params[key].default if key in params else inspect.Parameter.empty
+        if default is inspect.Parameter.empty or default is None:
+            continue
+        want, given = _kind(default), _kind(value)
+        if want != given and not (want == "a number" and given == "an integer"):
+            example = list(default) if isinstance(default, tuple) else default
+            raise KwargsError(
+                f"model {spec.model!r}: {key} is {value!r}, {given}; it takes {want} "
+                f"(its default: {example!r})",
+                key,
+            )
+
+
 def _check(spec: ModelSpec) -> None:
     builder = resolve_builder(spec.model)
+    _check_kwarg_kinds(spec, builder)
     try:
         with warnings.catch_warnings():  # a layer sized to nothing by the shape: the forward
             # below says so as an error that names the model, so torch's warning is noise

@@ -452,7 +452,10 @@ def _npy_whole(path: str) -> bool:
     try:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            shape, _, dtype = np.lib.format._read_array_header(f, version)
+            read = {(1, 0): np.lib.format.read_array_header_1_0}.get(
+                version, np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read(f)
             need = f.tell() + int(np.prod(shape)) * dtype.itemsize
         return os.path.getsize(path) == need
     except Exception:  # noqa: BLE001 -- any damage
