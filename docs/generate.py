@@ -50,6 +50,10 @@ REFERENCES = {
             {"index": [0, 1000], "acc": [0.14, 0.001]}, {}),
     "norows": ("a table without rows", {"index": [], "acc": []}, {}),
     "apart": ("no cell in common with the study", {"index": [3, 4], "acc": [99.5, 60]}, {}),
+    "mixed": ("fractions among percents", {"index": [0, 1000], "acc": [99.5, 0.6]}, {}),
+    "headerless": ("a table without a header line", {"0": [1000], "99.5": [60]}, {}),
+    "nocolumn": ("a table without the named column",
+                 {"index": [0, 1000], "accuracy": [99.5, 60]}, {}),
     "offset": ("`offset` on a single_direction reference",
                {"index": [0, 1000], "acc": [99.5, 60]}, {"offset": -8}),
 }  # fmt: skip
@@ -59,6 +63,10 @@ CONFIG = [
     ("a typo in a key", {"nad_pairs": {"epsilon1": 1.0}}),
     ("unknown architecture", {"nad_pairs": {"architectures": ["mlp", "resnet"]}}),
     ("an architecture name no file path can hold", {"nad_pairs": {"architectures": ["a/b"]}}),
+    ("a study of one's own whose module is not named", {"toy": {"enabled": True}}),
+    ("a model kwarg of another kind",
+     {"architectures": {"m": {"model": "mlp", "kwargs": {"hidden": 32}}},
+      "nad_pairs": {"architectures": ["m"]}}),
     ("a GPU lock folder that cannot be written", {"gpus": {"lock_dir": "/dev/null/slots"}}),
     ("`.nan`, `.inf` where a number is expected", {"nad_pairs": {"eps1": float("nan")}}),
     ("a whole-number float where an integer is expected",
@@ -148,7 +156,31 @@ COMMAND = [
     ("CUDA on a machine without it", ["--device", "cuda"]),
     ("an output of another kind", ["--out", "lenet.txt"]),
     ("an output nobody can write", ["--out", "/proc/lenet.npy"]),
+    ("a shape that starts with '-'", ["--shape", "-1,32,32"]),
 ]
+
+
+def file_messages() -> list[tuple[str, str]]:
+    """(what, message) of inputs that are files or other commands' arguments."""
+    from nadpipe import cli
+    from nadpipe.config import ConfigError, check_yaml
+
+    here, out = _workdir(), []
+    path = Path(here, "config.yaml")
+    path.write_text("nads: {n_networks: 40}\nnad_pairs: {seeds: [0]}\nnads: {seed: 1}\n")
+    try:
+        with contextlib.chdir(here):  # named as the user names it
+            check_yaml("config.yaml")
+    except ConfigError as e:
+        out.append(("a key given twice in a config file", _clean(str(e), here)))
+    for what, argv in (
+        ("`nadpipe versus` given the reference first", ["versus", "nads.csv", "summary.parquet"]),
+    ):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+            assert cli.main(argv) == 2, f"not refused: {what}"
+        out.append((what, _clean(err.getvalue().strip().splitlines()[-1], here)))
+    return out
 
 
 def _merged(change: dict) -> dict:
@@ -265,6 +297,11 @@ def bad_inputs_page() -> str:
         "## Settings that change nothing\n\n"
         "They are warned about at the start of the run and again at its end:\n\n"
         + _table(warnings, "given")
+        + "\n## Files and other commands\n\n"
+        + _table(file_messages(), "input")
+        + "\nA reference of several protocols given to `nadpipe versus` is refused until "
+        "`--protocol-b` names one; a column that mixes fractions and percents, a table without "
+        "a header line or without the named column: above, with the config's references.\n"
         + "\n## `nadpipe nads` arguments\n\n"
         "Every argument is checked before any work, the message naming the flag (exit status "
         "2):\n\n"

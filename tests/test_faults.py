@@ -57,8 +57,8 @@ def test_versus_refuses_frequencies_out_of_reach_naming_the_flag(args, said, tmp
 @pytest.mark.parametrize(
     "results, said",
     [
-        (".git", "'.git' is inside .git/, a hidden folder"),
-        ("out/.snakemake/x", "is inside .snakemake/, a hidden folder"),
+        (".git", "'.git' is .git/, a folder of git's, Snakemake's"),
+        ("out/.snakemake/x", "is inside .snakemake/, a folder of git's, Snakemake's"),
         ("config.yaml", "'config.yaml' is a file, not a folder"),
     ],
 )
@@ -67,6 +67,21 @@ def test_a_results_folder_that_is_not_one_is_refused(results, said, tmp_path, mo
     (tmp_path / "config.yaml").write_text("{}\n")
     with pytest.raises(nc.ConfigError, match=re.escape(said)):
         nc.load_config({"results": results}, SCHEMA)
+
+
+def test_config_file_names_and_results_folders_that_work_are_taken(tmp_path, monkeypatch):
+    # a space, an accent, a comma, '=': paths like any other (0a58d4e refused them; before
+    # 0.8.0 they ran); '..x' is no folder of git's or Snakemake's (0a58d4e: "inside ..x/")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
+    name = "my study é,a=1.yaml"
+    (tmp_path / name).write_text("nads: {n_networks: 30}\n")
+    res = snakemake(tmp_path, "--cores", "1", "results-my study é,a=1/config.yaml",
+                    "--configfile", name)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    saved = yaml.safe_load((tmp_path / "results-my study é,a=1/config.yaml").read_text())
+    assert saved["nads"]["n_networks"] == 30
+    monkeypatch.chdir(tmp_path)
+    assert nc.results_root(nc.load_config({"results": "..x"}, SCHEMA)[0]) == "..x"
 
 
 def test_odd_config_file_names_and_repeated_overrides_are_refused_before_any_job(tmp_path):
@@ -231,3 +246,10 @@ def test_answers_say_what_is_wanted_and_how_to_give_it(tmp_path):
     with pytest.raises(nc.ConfigError, match="'fourier.size': 100 is greater than the maximum "
                        "of 32 \\(lenet's inputs are 1x32x32"):  # fmt: skip
         nc.load_config(config, SCHEMA)
+    # a study of one's own whose module is not named: where to name it
+    with pytest.raises(
+        nc.ConfigError,
+        match="unknown key 'toy' \\(a study of one's own is a "
+        "key once its module registers it: name that module under study_modules",
+    ):
+        nc.load_config({"toy": {"enabled": True}}, SCHEMA)

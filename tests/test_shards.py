@@ -204,6 +204,11 @@ def test_until_converged_stops_at_the_first_converged_round(tmp_path):
     art = json.loads((tmp_path / "results/nads/lenet.json").read_text())
     overlaps = [r["overlap_top10"] for r in art["rounds"]]
     assert art["networks"] == 64 and not any(r["converged"] for r in art["rounds"])
+    # the last round says none comes after it, as a warning the run's end lists (0a58d4e:
+    # "more networks: the next round" at the ceiling, and no warning)
+    said = (tmp_path / "results/logs/nads/lenet.log").read_text()
+    assert "WARNING: NADs of lenet did not converge by nads.n_networks (64 networks" in said
+    assert "the next round" not in (tmp_path / "results/logs/nads/rounds/lenet/64.log").read_text()
     # not converged at the ceiling: raising it adds a round, and its shards (Snakemake cannot
     # see that through a checkpoint still to come: nad_goal makes it)
     config["nads"]["n_networks"] = 128

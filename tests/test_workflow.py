@@ -950,3 +950,22 @@ def test_the_micro_study_on_a_gpu(run, tmp_path, jobs_per_gpu):
     m = cpu.merge(df, on=key, suffixes=("_cpu", "_gpu")).merge(clear)
     assert len(m) == 6 * len(clear) >= 24, len(m)  # 2 splits, 3 conditions
     assert (m["accuracy_cpu"] - m["accuracy_gpu"]).abs().max() <= TOLERANCE, m
+
+
+def test_a_run_that_fails_before_any_job_does_not_send_the_user_to_a_job_log(tmp_path):
+    # a cluster profile whose scheduler cannot be reached: no job ran (0a58d4e: "a job failed
+    # (its log is named above)", and none was)
+    from nadpipe.runner.runs import end
+
+    results = str(tmp_path / "results")
+    logs = tmp_path / "results/logs"
+    logs.mkdir(parents=True)
+    (logs / "config.log").write_text("")  # a local job that ran, quiet
+    since = time.time() - 1
+    assert "no job's log holds an error, so Snakemake itself failed" in end(
+        False, [], [], since, results
+    )
+    (logs / "nads.log").write_text("Traceback (most recent call last):\n  ...\nOSError: no\n")
+    assert "nadpipe stopped: a job failed (its log is named above)." in end(
+        False, [], [], since, results
+    )

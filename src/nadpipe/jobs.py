@@ -134,6 +134,13 @@ def nads_job(
     art.update(_nad_record(job), arch=job.arch, provenance=provenance(), networks=networks)
     if rounds:
         art["rounds"] = rounds
+        if not rounds[-1]["converged"]:  # the ceiling reached: no round comes after it
+            warn(
+                f"NADs of {job.arch} did not converge by nads.n_networks ({networks} networks: "
+                f"split-half top-10 overlap {rounds[-1]['overlap_top10']:.3f} < "
+                f"{rounds[-1]['min_overlap_top10']}); they are made from these networks. Raise "
+                "nads.n_networks (or lower min_overlap_top10) for a round more"
+            )
     save_torch(art, artifact)
     atomic_write(npy, lambda tmp: np.save(open(tmp, "wb"), art["vectors"].numpy()))
     seconds = time.perf_counter() - start

@@ -151,7 +151,7 @@ def converged(g: Any, n_points: int, min_overlap: float) -> dict:
 
     sh = split_half(g, n_points)
     top = nads_from_sensitivities(g, 1)[0][0].item()
-    more = "more networks: the next round, up to n_networks"
+    more = "not converged: more networks in a next round, where nads.n_networks leaves one"
     kind, text = verdict({"split_half": sh, "isotropy": isotropy(g, top)}, min_overlap, more)
     overlap = sh["overlap"].get(10, float("nan"))
     return {

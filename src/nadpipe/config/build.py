@@ -111,13 +111,15 @@ def results_root(cfg: Config, configfiles=()) -> str:
         return cfg.results.rstrip("/")
     names = [Path(f).stem for f in configfiles]
     root = "results" if not names else "results-" + "+".join(names)
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", root):
+    # braces are Snakemake's wildcards, and a control character no command line carries:
+    # other characters (spaces, accents, commas, '=') are paths like any other
+    if re.search(r"[{}\x00-\x1f\x7f]", root):
         from .schema import ConfigError
 
         raise ConfigError(
             f"the config file name {' + '.join(map(str, configfiles))} gives the results folder "
-            f"{root!r}, whose name holds characters the workflow's paths cannot (letters, digits "
-            f"and _ . + - only): rename the file, or give the config its folder (the key "
+            f"{root!r}, whose name holds a brace or a control character, which Snakemake's "
+            f"paths cannot hold: rename the file, or give the config its folder (the key "
             f"`results`, e.g. --config results=results-mine)"
         )
     return root

@@ -186,6 +186,9 @@ def model_specs(cfg: Config) -> list[tuple[str, st.ModelSpec]]:
     return list(out.values())
 
 
+OWN_FOLDERS = (".git", ".snakemake", ".nadpipe", ".venv")  # what results must not write into
+
+
 def _check_results(results: str | None) -> None:
     """The `results` key names a visible folder inside the working directory."""
     if results is None:
@@ -197,12 +200,13 @@ def _check_results(results: str | None) -> None:
             "directory (a relative path without '..', e.g. results-mine): results stay "
             "in the run's directory"
         )
-    hidden = [p for p in parts if p.startswith(".") and p != "."]
-    if hidden:
+    owned = [p for p in parts if p in OWN_FOLDERS]
+    if owned:
+        where = "is" if parts[-1] == owned[0] and len(parts) == 1 else "is inside"
         raise ConfigError(
-            f"config key 'results': {results!r} is inside {hidden[0]}/, a hidden "
-            "folder (.git, .snakemake, .nadpipe, .venv are git's, Snakemake's, nadpipe's "
-            "and Python's own): name a visible folder, e.g. results-mine"
+            f"config key 'results': {results!r} {where} {owned[0]}/, a folder of "
+            "git's, Snakemake's, nadpipe's or Python's own (.git, .snakemake, .nadpipe, "
+            ".venv): name another folder, e.g. results-mine"
         )
     if Path(results).exists() and not Path(results).is_dir():
         raise ConfigError(

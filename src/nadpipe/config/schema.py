@@ -108,6 +108,11 @@ def _unknown_keys(err) -> str | None:
             continue
         close = difflib.get_close_matches(str(k), allowed, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if not path and not close and isinstance(instance[k], dict):  # a block, maybe a study
+            hint = (
+                " (a study of one's own is a key once its module registers it: name that "
+                "module under study_modules, e.g. study_modules: [mystudies])"
+            )
         hints.append(f"unknown key {'.'.join([*map(str, path), str(k)])!r}{hint}")
     if not hints:  # unevaluatedProperties also fires for a known key whose value is invalid
         return None  # that value's own error says what is wrong

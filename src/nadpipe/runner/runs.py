@@ -302,6 +302,17 @@ def check(results: str = "results", root: str = ".") -> list[str]:
     return [m for m in (killed, message) if m]
 
 
+def _failed_logs_since(since: float, root: str) -> bool:
+    """Whether a job's log under `root` (a results folder's logs) written since `since` holds a
+    failure's traceback (every job writes one there when it fails: nadpipe.runner.worker)."""
+    for path in glob.glob(os.path.join(glob.escape(root), "**", "*.log"), recursive=True):
+        if os.path.getmtime(path) >= since:
+            with open(path, errors="replace") as f:
+                if "Traceback (most recent call last)" in f.read():
+                    return True
+    return False
+
+
 def job_warnings(since: float, root: str) -> list[str]:
     """The warning lines of the job logs under `root` (a results folder's logs) written since
     `since` (this run's jobs)."""
@@ -375,8 +386,14 @@ def end(
     if ok:
         lines.append("nadpipe finished. Results:\n  " + "\n  ".join(outputs))
         lines += _results_lines(outputs, results, findings)
-    else:
+    elif _failed_logs_since(since, at(LOGS, results)):
         lines.append("nadpipe stopped: a job failed (its log is named above).")
+    else:  # e.g. a cluster executor that reached no scheduler: no job started
+        lines.append(
+            "nadpipe stopped: no job's log holds an error, so Snakemake itself failed (a "
+            "cluster it could not reach, a job it could not start) or a job was killed; "
+            "Snakemake's error above says which."
+        )
     found = list(dict.fromkeys([*warnings, *job_warnings(since, at(LOGS, results))]))
     if found:
         lines.append(f"Warnings of this run ({len(found)}):")
