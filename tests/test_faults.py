@@ -193,6 +193,7 @@ def test_inputs_that_were_accepted_without_a_word_are_refused_or_said(tmp_path):
     # a GPU lock folder nobody can write: refused, naming the key
     out = dry({**small, "gpus": {"lock_dir": "/dev/null/slots"}})
     assert "config key 'gpus.lock_dir': '/dev/null/slots' cannot be made or written here" in out
+    assert '  File "' not in out  # a refusal, not a traceback (0a58d4e: three lines of one)
     # CUDA asked for on a machine without it: said in a dry run already
     if not os.path.exists("/proc/driver/nvidia"):
         assert "'gpus.device' is cuda, but this machine shows no GPU" in dry(

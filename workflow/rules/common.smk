@@ -9,23 +9,24 @@ from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
 from nadpipe import paths as npath
-from nadpipe.runner import Run
+from nadpipe.runner import Run, refusals
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, variant_pattern
 
-for _file in workflow.config_settings.configfiles or []:  # a key given twice in them
-    nc.check_yaml(_file)
-CFG, WARNINGS = nc.load_config(
-    config,
-    workflow.source_path("../schemas/config.schema.yaml"),
-    workflow.config_settings.config,  # --config values, typed as in a file
-)
-# every result under one folder per config file (nadpipe.config.results_root)
-R = nc.results_root(CFG, workflow.config_settings.configfiles)
-PLAN = ng.Plan(CFG, R)
-# the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
-# slot pool, how many cells train together); it starts with the jobs (the Snakefile's onstart)
-RUN = Run(workflow, CFG, PLAN, R, WARNINGS)
+with refusals():  # said in nadpipe's words, without Snakemake's traceback lines
+    for _file in workflow.config_settings.configfiles or []:  # a key given twice in them
+        nc.check_yaml(_file)
+    CFG, WARNINGS = nc.load_config(
+        config,
+        workflow.source_path("../schemas/config.schema.yaml"),
+        workflow.config_settings.config,  # --config values, typed as in a file
+    )
+    # every result under one folder per config file (nadpipe.config.results_root)
+    R = nc.results_root(CFG, workflow.config_settings.configfiles)
+    PLAN = ng.Plan(CFG, R)
+    # the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
+    # slot pool, how many cells train together); it starts with the jobs (the Snakefile's onstart)
+    RUN = Run(workflow, CFG, PLAN, R, WARNINGS)
 
 
 def path(template, **fixed):

@@ -21,6 +21,7 @@ imports none of grid, studies or train.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -32,6 +33,22 @@ from . import slots
 
 # runs (and the provenance it reads) is imported where a Run uses it: every job script imports
 # this package for its worker, 0.05 s a job otherwise
+
+
+@contextlib.contextmanager
+def refusals():
+    """Around what the workflow checks while Snakemake parses it: a refusal (a config that
+    cannot mean anything, a run going on, a command refused) is said in its own words and ends
+    the command with status 1, without the traceback lines Snakemake adds to an error raised in
+    a workflow file (they say where nadpipe checked, not what to change)."""
+    from ..config import ConfigError
+    from .runs import CommandRefused, RunInProgress
+
+    try:
+        yield
+    except (ConfigError, CommandRefused, RunInProgress) as e:
+        print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 class Run:
