@@ -203,11 +203,10 @@ def variants(n: int, device: torch.device) -> list[tuple[str, float]]:
     xs, ys = data(n, [0], device)
     out = []
     for name, extra in [
-        ("float32", {}),
-        ("bf16 autocast", {"bf16": True}),
-        ("bf16 + channels-last", {"bf16": True, "channels_last": True}),
-        ("bf16 + channels-last + compile", {"bf16": True, "channels_last": True,
-                                            "compile": True}),
+        ("float32 (precision fp32)", {"precision": "fp32"}),
+        ("bf16 autocast (precision auto)", {}),
+        ("bf16 + channels-last", {"channels_last": True}),
+        ("bf16 + channels-last + compile", {"channels_last": True, "compile": True}),
     ]:  # fmt: skip
         s = TrainSettings(epochs=1, batch_size=128, **extra)
         train_one(fresh("resnet18", 0, device), xs[0], ys[0], s, 0)  # warm-up, compilation

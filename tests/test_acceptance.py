@@ -24,7 +24,7 @@ def test_doctor_gpu_without_cuda_says_what_it_would_run_and_exits_non_zero():
     assert res.returncode == 1, res.stdout + res.stderr
     assert "no GPU here" in res.stdout and "finds no usable GPU" in res.stdout
     steps = re.findall(r"^  \d\. ([\w-]+):", res.stdout, re.M)
-    assert steps == [name for name, _ in acceptance.STEPS] and len(steps) == 7
+    assert steps == [name for name, _ in acceptance.STEPS] and len(steps) == 8
 
 
 def _jobs(tmp_path, gpus: dict) -> list[dict]:
@@ -134,8 +134,13 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     only = {name: {"enabled": False} for name in REGISTRY if name not in used}
     change = {**acceptance.learning_sizes(), **only}
     _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", change=change)
+    # and trained in bf16 (CPU autocast), as a GPU trains by default (train.precision auto)
     again = {**change, "nads": {"seed": 1}}
+    again["nad_pairs"] = {**again["nad_pairs"], "train": {**again["nad_pairs"]["train"],
+                                                          "precision": "bf16"}}  # fmt: skip
     _, other = acceptance._snakemake(REPO, tmp_path / "other", "cpu", nads_of=cpu, change=again)
+    took = pd.read_parquet(other / "nad_pairs" / "summary.parquet")["bf16"]
+    assert took.all() and not pd.read_parquet(cpu / "nad_pairs/summary.parquet")["bf16"].any()
     assert {p.parent.name for p in other.glob("*/summary.parquet")} == used
     config = yaml.safe_load((other / "config.yaml").read_text())
     assert config["architectures"]["lenet"]["nads_file"] == str((cpu / "nads/lenet.npy").resolve())

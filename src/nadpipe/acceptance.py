@@ -45,10 +45,19 @@ STEPS = [
         "micro-gpu4",
         "the same on CUDA, 4 jobs per GPU (--resources gpu=4): rows agree with the CPU",
     ),
+    (
+        "micro-fp32",
+        "the same on CUDA in float32 (train.precision fp32; the GPU runs above train in bf16, "
+        "train.precision auto): rows agree with the CPU, so bf16 changes no finding",
+    ),
     ("resume-alone", "LeNet killed after epoch 3 on CUDA and resumed: equals an uninterrupted run"),
     ("resume-batch", "a batch of two LeNet cells killed and resumed likewise"),
     ("bench-nads", "python benchmarks/nads.py --models lenet resnet18 --networks 64"),
-    ("bench-train", "python benchmarks/train.py --models mlp lenet resnet18 --n 4096"),
+    (
+        "bench-train",
+        "python benchmarks/train.py --models mlp lenet resnet18 --n 4096 --variants (float32 "
+        "and bf16 samples/s)",
+    ),
 ]
 # |accuracy on CUDA - on the CPU| of a row that can be equal: 5 % of the test images (20 of the
 # doctor's 400), compared in images (counted, not as floats: 2/48 computed two ways differs in
@@ -374,12 +383,19 @@ def _kill_after_third_epoch(proc: subprocess.Popen, checkpoint: Path) -> None:
         raise RuntimeError(f"the training to kill ended before its third epoch:\n{out[-3000:]}")
 
 
-def _micro_gpu(root: Path, work: Path, cpu: Path | None, jobs_per_gpu: str) -> str:
-    """The doctor's micro study on CUDA on the CPU run's NADs, compared with it."""
+def _micro_gpu(
+    root: Path, work: Path, cpu: Path | None, jobs_per_gpu: str, precision: str = "auto"
+) -> str:
+    """The doctor's micro study on CUDA on the CPU run's NADs, compared with it, its training
+    in `precision` (train.precision)."""
     if cpu is None:
         raise RuntimeError("the CPU's micro study did not finish: nothing to compare with")
     args = ("--resources", f"gpu={jobs_per_gpu}")
-    _, summary = _snakemake(root, work, "cuda", *args, nads_of=cpu, change=learning_sizes())
+    change = learning_sizes()
+    for block in change.values():
+        if "train" in block:
+            block["train"] = {**block["train"], "precision": precision}
+    _, summary = _snakemake(root, work, "cuda", *args, nads_of=cpu, change=change)
     diff, devices, rows = compare_summaries(cpu, summary)
     if diff > TOLERANCE or "cpu" in devices:
         raise RuntimeError(f"accuracies differ by {diff:.1%} of the test images on {devices}")
@@ -427,6 +443,8 @@ def run(scratch: Path, say=print) -> int:
             if step == "micro-cpu":
                 _, cpu_summary = _snakemake(root, scratch / step, "cpu", change=learning_sizes())
                 result = "finished"
+            elif step == "micro-fp32":
+                result = _micro_gpu(root, scratch / step, cpu_summary, "1", "fp32")
             elif step.startswith("micro-gpu"):
                 result = _micro_gpu(root, scratch / step, cpu_summary, step[-1])
                 if step == "micro-gpu1":
@@ -446,7 +464,9 @@ def run(scratch: Path, say=print) -> int:
             else:
                 # 4 096 samples a model (its default on a GPU, 20 480, ran past 97 s on an H100)
                 result = _bench(
-                    root, "train.py", "--models", "mlp", "lenet", "resnet18", "--n", "4096"
+                    root,
+                    "train.py",
+                    *("--models", "mlp", "lenet", "resnet18", "--n", "4096", "--variants"),
                 )
             ok = "pass"
         except Exception as e:  # noqa: BLE001 -- every step is reported, the others still run

@@ -27,9 +27,7 @@ def column(group: str, unit: str, meaning: str, **kwargs) -> Any:
 class Applied:
     """The speed settings that took effect (nadpipe.train.applied): asked is not done."""
 
-    bf16: bool = column(
-        FACTS, "", "bf16 autocast took effect (only on an accelerator)", default=False
-    )
+    bf16: bool = column(FACTS, "", "bf16 autocast took effect (train.precision)", default=False)
     channels_last: bool = column(
         FACTS, "", "channels-last took effect (only for a model alone)", default=False
     )

@@ -109,6 +109,13 @@ class NadConfig(NadSettings):
         return NadSettings(**{f.name: getattr(self, f.name) for f in fields(NadSettings)})
 
 
+# a field's metadata key: the field is left out of `plain` while it has its default, so that a
+# field added to a job spec changes no existing job's params (Snakemake reruns none of them)
+OMIT_DEFAULT = "omit_default"
+
+PRECISIONS = ("auto", "fp32", "bf16")  # TrainSettings.precision
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """How one model (or a seed ensemble) is trained: SGD with a per-step learning rate."""
@@ -120,12 +127,18 @@ class TrainSettings:
     weight_decay: float = 0.0  # SGD weight decay (L2)
     batch_size: int = 128
     grad_clip: float | None = 0.5  # max gradient norm per step, as the NAD code does; None: off
-    bf16: bool = False  # bf16 autocast for forward and loss, on CUDA only
+    bf16: bool = False  # bf16 autocast on an accelerator (what precision auto does there)
     channels_last: bool = False  # channels-last memory format, on CUDA only
     compile: bool = False  # torch.compile the model (pays off only for long runs)
     fail_on_divergence: bool = False  # raise on a NaN/inf loss instead of recording it
+    # "auto": bf16 autocast on an accelerator (tensor cores), float32 on the CPU; "fp32": float32
+    # everywhere; "bf16": bf16 autocast wherever torch has it, the CPU too (to check that it
+    # changes no finding). Left out of the job spec at its default: no existing cell reruns
+    precision: str = field(default="auto", metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.lr_schedule not in ("triangular", "linear_decay"):
             raise ValueError(
                 f"lr_schedule must be 'triangular' or 'linear_decay', got {self.lr_schedule!r}"
@@ -380,11 +393,6 @@ def defaults(cls: type) -> dict[str, Any]:
     """The defaults of a settings class as plain data (nested blocks as dicts, tuples as
     lists), as they appear in a resolved config."""
     return plain(cls())
-
-
-# a field's metadata key: the field is left out of `plain` while it has its default, so that a
-# field added to a job spec changes no existing job's params (Snakemake reruns none of them)
-OMIT_DEFAULT = "omit_default"
 
 
 def plain(value: Any) -> Any:

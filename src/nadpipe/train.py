@@ -101,13 +101,16 @@ def stacks(nets: list[nn.Module], xs: torch.Tensor, settings: TrainSettings) -> 
 
 
 def applied(settings: TrainSettings, device: torch.device, members: int) -> dict:
-    """The speed settings that take effect, as each record states them: bf16 autocast on an
-    accelerator with autocast; channels-last on an accelerator and compile, for a model trained
-    alone (a stacked ensemble is one vmapped function: `train` runs the members one after
-    another when either is asked for)."""
+    """The speed settings that take effect, as each record states them: bf16 autocast
+    (`precision`: auto, or the bf16 switch, on an accelerator with autocast; bf16 wherever torch
+    has autocast, the CPU too; fp32 never); channels-last on an accelerator and compile, for a
+    model trained alone (a stacked ensemble is one vmapped function: `train` runs the members
+    one after another when either is asked for)."""
     fast = accelerated(device)
+    autocast = torch.amp.is_autocast_available(device.type)
+    bf16 = {"fp32": False, "bf16": autocast, "auto": fast and autocast}[settings.precision]
     return {
-        "bf16": bool(settings.bf16 and fast and torch.amp.is_autocast_available(device.type)),
+        "bf16": bool(bf16 or (settings.bf16 and fast and autocast)),
         "channels_last": bool(settings.channels_last and fast and members == 1),
         "compile": bool(settings.compile and members == 1),
     }
