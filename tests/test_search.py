@@ -289,3 +289,36 @@ def test_without_a_checkout_the_search_says_how_to_get_one(tmp_path, monkeypatch
     assert cli.main([*SEARCH]) == 2
     err = capsys.readouterr().err
     assert "Snakefile does not exist: install nadpipe from its checkout (pip install -e .)" in err
+
+
+def test_a_search_resumes_on_another_machine_and_stops_at_its_budget(searched, tmp_path):
+    workdir, _ = searched
+    table = workdir / "results-search-single_direction-tiny" / "search" / "search.csv"
+    before = pd.read_csv(table)
+    # another machine: the table alone, no result; weights temporary (keep_models: false)
+    other = _workdir(tmp_path)
+    (other / "config.yaml").write_text(yaml.safe_dump({**CONFIG, "keep_models": False}))
+    shutil.copy(table, other / "earlier.csv")
+    res = nadpipe(other, *SEARCH[:-4], "--rounds", "1", "--cores", "2", "--resume",
+                  "earlier.csv")  # fmt: skip
+    out = other / "results-search-single_direction-tiny"
+    after = pd.read_csv(out / "search" / "search.csv")
+    new = after[~after["protocol"].isin(before["protocol"])]
+    assert set(new["round"]) == {3} and len(new) >= 1
+    # no protocol trained twice: round 3 trained its own protocols' cells alone
+    assert ns.trainings(out / "search" / "round3.log") == 2 * len(new)
+    assert not (out / "search" / "round1.log").exists()
+    merged = after.set_index("protocol").loc[before["protocol"], "mean_abs_diff"]
+    assert list(merged) == list(before["mean_abs_diff"])  # the resumed fits, as measured
+    assert "resumed from earlier.csv: 5 protocol(s) measured in rounds 1 to 2" in res.stderr
+    # a search's folder without weights: the records and evaluations, kilobytes a cell
+    assert not list(out.glob("single_direction/models/**/*.pt"))
+    assert len(list(out.glob("single_direction/models/**/*.json"))) == 2 * len(new)
+    # a budget spent inside a round: stopped, the table kept, and the way on printed
+    res = nadpipe(other, *SEARCH[:-4], "--rounds", "1", "--cores", "2", "--budget-minutes",
+                  "0.01", "--resume", str(out / "search" / "search.csv"))  # fmt: skip
+    assert "stopped at its budget: the budget ran out in round 4" in res.stderr
+    line = re.search(r"go on, here or on another machine, with: (.*)$", res.stderr, re.M)[1]
+    assert pd.read_csv(out / "search" / "search.csv").equals(after)
+    again = subprocess.run(shlex.split(line), capture_output=True, text=True, cwd=other)
+    assert again.returncode == 0 and "resumed from" in again.stderr, again.stderr[-2000:]

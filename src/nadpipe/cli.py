@@ -570,6 +570,31 @@ def cmd_config(args) -> int:
     return 0
 
 
+def _program() -> str:
+    """How to type this command again: `nadpipe` where that name finds this program, else
+    the path it was started by (a virtual environment not on PATH)."""
+    import shutil
+
+    found = shutil.which("nadpipe")
+    here = sys.argv[0]
+    if found and os.path.realpath(found) == os.path.realpath(here):
+        return "nadpipe"
+    return os.path.abspath(here) if os.path.basename(here) == "nadpipe" else "nadpipe"
+
+
+def _without(argv: list[str], option: str) -> list[str]:
+    """`argv` without `option` and its value (as `--option V` or `--option=V`)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == option:
+            skip = True
+        elif not a.startswith(option + "="):
+            out.append(a)
+    return out
+
+
 def cmd_search(args) -> int:
     import shlex
 
@@ -598,6 +623,8 @@ def cmd_search(args) -> int:
             args.cores,
             extra,
             args.results,
+            args.budget_minutes,
+            args.resume,
         )
     except ns.SearchError as e:
         raise Refused(str(e)) from None
@@ -618,10 +645,25 @@ def cmd_search(args) -> int:
         )
         return 0
     try:
-        rows = ns.run(s, say)
+        outcome = ns.run(s, say)
     except ns.SearchError as e:
         print(f"nadpipe search: {e}", file=sys.stderr)
         return 1
+    rows = outcome.rows
+    if outcome.stopped:
+        again = _without(sys.argv[1:], "--resume")
+        line = shlex.join([_program(), *again, "--resume", str(s.out / "search.csv")])
+        if not rows:
+            print(
+                f"nadpipe search: stopped at its budget before a round finished "
+                f"({outcome.stopped}): no protocol measured; give it more minutes",
+                file=sys.stderr,
+            )
+            return 1
+        say(
+            f"stopped at its budget: {outcome.stopped}. The table of what was measured is "
+            f"{s.out}/search.csv; go on, here or on another machine, with: {line}"
+        )
     best = rows[0]
     point = tuple((k, best[k]) for k in sorted(s.axes))
     entry = json.dumps({best["protocol"]: ns.protocol(point)})
@@ -854,6 +896,20 @@ def _search_arguments(c: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--results", help="the results folder, a name (default: results-search-STUDY-ARCH)"
+    )
+    c.add_argument(
+        "--budget-minutes",
+        type=float,
+        metavar="N",
+        help="stop cleanly within N minutes: a round starts only when the seconds a training "
+        "took so far say it fits, and one still running at the end is stopped (its finished "
+        "cells kept); the table is written after every round",
+    )
+    c.add_argument(
+        "--resume",
+        metavar="TABLE",
+        help="go on from a search's search.csv, made here or on another machine: its protocols "
+        "count as measured (none is trained again), the next round refines around its best",
     )
 
 

@@ -14,8 +14,10 @@ import hashlib
 import itertools
 import math
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +185,8 @@ class Search:
     cores: str
     snakemake_args: tuple[str, ...]
     results: str
+    budget_minutes: float | None = None  # stop cleanly before this much time has passed
+    resume: str | None = None  # a search.csv (of any machine) whose protocols count as measured
 
     @property
     def out(self) -> Path:
@@ -246,6 +250,8 @@ def prepare(
     cores: str = "all",
     snakemake_args: Sequence[str] = (),
     results: str | None = None,
+    budget_minutes: float | None = None,
+    resume: str | None = None,
 ) -> Search:
     """Check everything a search needs before its first job: the axes, the study, the
     architecture and its reference, and the first round's config as the workflow checks it."""
@@ -302,7 +308,13 @@ def prepare(
         cores,
         tuple(snakemake_args),
         results or f"results-search-{study}-{arch}",
+        budget_minutes,
+        resume,
     )
+    if budget_minutes is not None and not budget_minutes > 0:
+        raise SearchError(f"--budget-minutes {budget_minutes}: a positive number of minutes")
+    if resume is not None:
+        resumed(search)  # read now: a table that cannot serve is refused before any job
     try:
         nc.load_config(search.with_protocols(coarse(parsed)), SCHEMA)
     except nc.ConfigError as e:
@@ -427,9 +439,66 @@ def plan(search: Search) -> dict[str, int]:
     )
 
 
-def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[str], None]) -> None:
+def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
+    """The protocols a previous search measured (search.resume, its search.csv, made on any
+    machine): point -> (round, fit). Refused, naming the file, where it cannot continue this
+    search (other axes, a missing column, a protocol without a fit)."""
+    import pandas as pd
+
+    path = search.resume
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise SearchError(f"--resume {path}: no such file (a search's search.csv)") from None
+    except Exception as e:  # noqa: BLE001 -- any reader's error: say which file
+        raise SearchError(f"--resume {path}: cannot be read as a search table ({e})") from None
+    keys = sorted(search.axes)
+    missing = [c for c in ("round", "protocol", *keys, *FIT) if c not in frame]
+    if missing:
+        raise SearchError(
+            f"--resume {path}: no column {missing[0]!r}: it is no table of a search over "
+            f"{', '.join(keys)} (its columns: {', '.join(map(str, frame.columns))}); give the "
+            "same --axis keys as the search that wrote it"
+        )
+    out = {}
+    for row in frame.to_dict("records"):
+        point = tuple((k, _value(k, str(row[k])) if row[k] == row[k] else None) for k in keys)
+        if name(point) != row["protocol"]:
+            raise SearchError(
+                f"--resume {path}: protocol {row['protocol']!r} has the values "
+                f"{said(point)}, whose name is {name(point)!r}: the table was edited"
+            )
+        out[point] = (int(row["round"]), {k: row[k] for k in FIT})
+    if not out:
+        raise SearchError(f"--resume {path}: no protocol in it")
+    return out
+
+
+def trainings(log: Path) -> int:
+    """The trainings a round ran, from the job stats Snakemake printed in its log (the cells'
+    train jobs, and a group of seeds' one each)."""
+    import re
+
+    stats = re.search(r"Job stats:\n(.*?)\ntotal", log.read_text(errors="replace"), re.S)
+    if stats is None:
+        return 0
+    jobs = re.findall(r"^(\S+)\s+(\d+)$", stats[1], re.M)
+    return sum(
+        int(n) for rule, n in jobs if rule == "train" or re.fullmatch(r"train_\w+_seeds", rule)
+    )
+
+
+def run_round(
+    search: Search,
+    r: int,
+    points: Sequence[Point],
+    say: Callable[[str], None],
+    deadline: float | None = None,
+) -> bool:
     """One Snakemake run of the study's summary under every protocol in `points`; its output in
-    round{r}.log, its progress said as it goes."""
+    round{r}.log, its progress said as it goes. At `deadline` (time.monotonic), Snakemake is
+    stopped as Ctrl-C stops it (finished cells stay, a training resumes from its checkpoint):
+    False then, True when the round finished."""
     search.out.mkdir(parents=True, exist_ok=True)
     save_text(yaml.safe_dump(search.with_protocols(points), sort_keys=False), search.configfile)
     cmd = _snakemake(search, search.configfile)
@@ -439,11 +508,21 @@ def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[st
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         seen = ""
         while True:
+            wait = 5.0 if deadline is None else max(0.1, min(5.0, deadline - time.monotonic()))
             try:
-                proc.wait(timeout=5)
+                proc.wait(timeout=wait)
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if deadline is not None and time.monotonic() >= deadline:
+                say(f"round {r}: the budget is spent: stopping Snakemake (finished cells stay)")
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                return False
             now = _steps(log, seen)
             if now != seen:
                 seen = now
@@ -453,30 +532,80 @@ def run_round(search: Search, r: int, points: Sequence[Point], say: Callable[[st
         raise SearchError(
             f"round {r}: Snakemake failed (exit {proc.returncode}); the end of {log}:\n{tail}"
         )
+    return True
 
 
-def run(search: Search, say: Callable[[str], None]) -> list[dict]:
-    """The coarse sweep, then rounds of refinement around the best protocol so far, until
-    `search.rounds` rounds ran or no untried point is left; after each round the table, its
-    markdown and the figure are written (search.csv, search.md, search.png)."""
+@dataclass
+class Outcome:
+    """How a search ended: its table (best first), and whether its budget stopped it."""
+
+    rows: list[dict]
+    stopped: str | None = None  # why the budget stopped it (None: it ran its rounds)
+
+
+def run(search: Search, say: Callable[[str], None]) -> Outcome:
+    """The coarse sweep (or, resumed, the best of the table so far), then rounds of
+    refinement around the best protocol so far, until `search.rounds` rounds ran, no untried
+    point is left, or the budget cannot pay the next round (its cost planned from the seconds
+    a training took so far) or is spent. After each round the table, its markdown and the
+    figure are written (search.csv, search.md, search.png): the state a later search resumes
+    from (`--resume`), on any machine."""
     from . import paths
 
     tried: dict[Point, int] = {}
-    points = coarse(search.axes)
-    rows: list[dict] = []
-    for r in range(1, search.rounds + 1):
+    measured: dict[str, dict] = {}
+    far = {}  # the protocols measured elsewhere (resumed): never run here
+    summary = paths.SUMMARY.format(root=search.results, study=search.study)
+    if search.resume:
+        far = resumed(search)
+        tried = {p: r for p, (r, _) in far.items()}
+        measured = {name(p): fit for p, (_, fit) in far.items()}
+        rows = table(tried, measured)
+        best = _point(rows[0], search)
+        points, first = refine(best, list(tried)), max(tried.values()) + 1
+        say(
+            f"resumed from {search.resume}: {len(tried)} protocol(s) measured in rounds 1 to "
+            f"{first - 1}, none trained again; best so far {rows[0]['protocol']} ({said(best)})"
+        )
+    else:
+        rows, points, first = [], coarse(search.axes), 1
+    start = time.monotonic()
+    deadline = None if search.budget_minutes is None else start + 60 * search.budget_minutes
+    per_training, per_protocol = None, 1  # seconds a training, trainings a protocol: measured
+    for r in range(first, first + search.rounds):
         if not points:
             say(f"round {r}: no untried protocol around the best: the search is done")
             break
         new = points
+        if deadline is not None and per_training is not None:
+            need = per_training * len(new) * per_protocol
+            left = deadline - time.monotonic()
+            if need > left:
+                why = (
+                    f"round {r} would train {len(new) * per_protocol} models, about "
+                    f"{need / 60:.1f} min at {per_training:.1f} s each as measured, and "
+                    f"{max(left, 0) / 60:.1f} min of the budget are left"
+                )
+                say(f"round {r}: not started: {why}")
+                write(search, rows, summary)
+                return Outcome(rows, why)
         tried.update({p: r for p in new})
         say(
-            f"round {r} of at most {search.rounds}: {len(new)} new protocol(s) "
+            f"round {r} of at most {first + search.rounds - 1}: {len(new)} new protocol(s) "
             f"({'; '.join(said(p) for p in new)}), {len(tried)} in all"
         )
-        run_round(search, r, list(tried), say)
-        summary = paths.SUMMARY.format(root=search.results, study=search.study)
-        rows = table(tried, fits(summary, search.arch))
+        began = time.monotonic()
+        if not run_round(search, r, [p for p in tried if p not in far], say, deadline):
+            why = f"the budget ran out in round {r}, whose {len(new)} protocol(s) are unmeasured"
+            if rows:
+                write(search, rows, summary)
+            return Outcome(rows, why)
+        trained = trainings(search.out / f"round{r}.log")
+        if trained:
+            per_training = (time.monotonic() - began) / trained
+            per_protocol = max(1, round(trained / len(new)))
+        measured.update(fits(summary, search.arch))
+        rows = table(tried, measured)
         write(search, rows, summary)
         best = rows[0]
         if not math.isfinite(best["mean_abs_diff"]):
@@ -493,11 +622,11 @@ def run(search: Search, say: Callable[[str], None]) -> list[dict]:
                 f"round {r}: the best lies on the edge of what was tried: {'; '.join(edge)}; "
                 + (
                     "the next round steps outward"
-                    if r < search.rounds and points
+                    if r < first + search.rounds - 1 and points
                     else "a better fit may lie beyond it: search again with values past it"
                 )
             )
-    return rows
+    return Outcome(rows)
 
 
 def _point(row: dict, search: Search) -> Point:
@@ -513,6 +642,8 @@ def write(search: Search, rows: Sequence[dict], summary: str) -> None:
 
     keys = sorted(search.axes)
     frame = pd.DataFrame(list(rows))
+    search.out.mkdir(parents=True, exist_ok=True)
     atomic_write(search.out / "search.csv", lambda tmp: frame.to_csv(tmp, index=False))
     save_text(markdown(rows, keys), search.out / "search.md")
-    search_figure(frame, keys, summary, search.arch, str(search.out / "search.png"))
+    if Path(summary).exists():  # a search resumed elsewhere and stopped before a round: none
+        search_figure(frame, keys, summary, search.arch, str(search.out / "search.png"))

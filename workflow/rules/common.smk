@@ -34,6 +34,11 @@ def path(template, **fixed):
     return npath.rule_path(template, R, **fixed)
 
 
+def weights(model):
+    """A trained model's weights: temporary unless the config keeps them (keep_models)."""
+    return model if CFG.keep_models else temp(model)
+
+
 def logs(name):
     """A job's log, under this run's results folder (nadpipe.paths.LOGS)."""
     return f"{path(npath.LOGS)}/{name}"

@@ -42,7 +42,7 @@ rule train:
         cifar=cifar_of,
         ahead=path(npath.AHEAD),
     output:
-        model=[path(npath.MODEL) + ".pt"],
+        model=[weights(path(npath.MODEL) + ".pt")],
         record=[path(npath.MODEL) + ".json"],
     log:
         logs("{study}/train/{arch}/{variant}_s{seed}.log"),
@@ -68,11 +68,14 @@ for grouped in PLAN.grouped():
             nads=lambda w, s=grouped: PLAN.nad_files(s, w.arch),
             cifar=PLAN.cifar_files(grouped),
         output:
-            model=expand(
-                path(npath.MODEL, study=grouped) + ".pt",
-                seed=CFG.studies[grouped].seeds,
-                allow_missing=True,
-            ),
+            model=[
+                weights(m)
+                for m in expand(
+                    path(npath.MODEL, study=grouped) + ".pt",
+                    seed=CFG.studies[grouped].seeds,
+                    allow_missing=True,
+                )
+            ],
             record=expand(
                 path(npath.MODEL, study=grouped) + ".json",
                 seed=CFG.studies[grouped].seeds,

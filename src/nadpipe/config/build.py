@@ -50,6 +50,7 @@ class Config:
     studies: dict[str, StudySettings]
     results: str | None = None  # the results folder; None: results_root derives it
     study_modules: tuple[str, ...] = ()  # modules that register studies of one's own
+    keep_models: bool = True  # False: trained weights are temporary (removed once evaluated)
 
     def arch(self, name: str) -> Architecture:
         """The architecture's entry, or a registry model's default entry."""
@@ -80,6 +81,8 @@ class Config:
         out = {"architectures": {a: st.plain(self.arch(a)) for a in sorted(used)}}
         if self.study_modules:
             out["study_modules"] = list(self.study_modules)
+        if not self.keep_models:
+            out["keep_models"] = False
         for block in st.BLOCKS:
             out[block] = st.plain(getattr(self, block))
         for study, s in self.studies.items():
@@ -98,6 +101,7 @@ def build(cfg: dict) -> Config:
         studies=studies,
         results=cfg.get("results"),
         study_modules=tuple(cfg.get("study_modules", ())),
+        keep_models=cfg.get("keep_models", True),
         **blocks,
     )
 

@@ -37,7 +37,8 @@ class _StudyBlocks(Mapping):
 
 
 STUDY_SETTINGS: Mapping[str, type] = _StudyBlocks()  # the study blocks
-TOP_KEYS = ("results", "study_modules", "architectures")  # the top-level keys besides blocks
+# the top-level keys besides blocks
+TOP_KEYS = ("results", "keep_models", "study_modules", "architectures")
 
 
 class ConfigError(ValueError):
