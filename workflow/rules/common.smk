@@ -14,7 +14,8 @@ from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, variant_pattern
 
 with refusals():  # said in nadpipe's words, without Snakemake's traceback lines
-    for _file in workflow.config_settings.configfiles or []:  # a key given twice in them
+    # a key given twice in the config files (YAML would keep the last without a word)
+    for _file in workflow.config_settings.configfiles or []:
         nc.check_yaml(_file)
     CFG, WARNINGS = nc.load_config(
         config,
