@@ -10,7 +10,8 @@ apart (a fixed cost: a float64 eigh on the CPU, whatever the device). Methods: (
 re-implementation of the NAD paper's reference method (per network: a new real module, the
 identity built again, one batch of x0 + h e_k and one of x0 - h e_k, 1 024 each, autograd on),
 (b) nadpipe's `dipole` estimator (probes carried as windows, `nads.windowed`) one network after
-another (the default), (b2) the same with a chunk of networks in each call (vmap), (b0)
+another (the CPU's default), (g) a chunk's networks as one grouped network (`nads.grouped`, an
+accelerator's default), (b2) the same with a chunk of networks in each call (vmap), (b0)
 `windowed: false` (every probe through the whole network), (c) the `gradient` estimator (many
 networks at once, torch.func). Then the distance to the limit: the FLOPs each method computes
 for one network (counted by torch.utils.flop_counter while it runs: the windowed plan computes
@@ -118,14 +119,17 @@ def backward(net, device) -> None:
 def bench(model: str, n: tuple[int, int], device, gpu: bool, rate: float) -> None:
     """Print one model's rows: each method's marginal cost and its fraction of `rate`."""
     build = partial(build_model, model, 1, 1, {})
-    chunk = (16 if gpu else 4) if model == "lenet" else 1
+    chunk = (16 if gpu else 8) if model == "lenet" else (8 if gpu else 1)
     common = {"batch_size": 1024, "networks_per_chunk": chunk}
     # warm-up: first calls pay for kernel selection and vmap set-up
     sensitivities(build, NadSettings("gradient", n_networks=2), device)
     sensitivities(build, NadSettings("dipole", n_networks=1), device)
     methods = {
         "(b) dipole": lambda k: sensitivities(
-            build, NadSettings("dipole", n_networks=k, **common), device
+            build, NadSettings("dipole", n_networks=k, grouped=False, **common), device
+        ),
+        "(g) grouped": lambda k: sensitivities(
+            build, NadSettings("dipole", n_networks=k, grouped=True, **common), device
         ),
         "(b2) together": lambda k: sensitivities(
             build,
@@ -134,7 +138,9 @@ def bench(model: str, n: tuple[int, int], device, gpu: bool, rate: float) -> Non
             True,
         ),
         "(b0) plain": lambda k: sensitivities(
-            build, NadSettings("dipole", n_networks=k, windowed=False, **common), device
+            build,
+            NadSettings("dipole", n_networks=k, windowed=False, grouped=False, **common),
+            device,
         ),
         "(c) gradient": lambda k: sensitivities(
             build,
@@ -178,7 +184,7 @@ def main() -> None:
         help="the two network counts of the slope (default: per model and device)",
     )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per count, fastest kept")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per count, fastest kept")
     args = parser.parse_args()
     global REPEAT
     REPEAT = args.repeat

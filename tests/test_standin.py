@@ -20,7 +20,7 @@ from standin import DEVICE, NAME, DeviceMixError, Record, require, standin
 from torch import nn
 
 from nadpipe.acceptance import DATA
-from nadpipe.backend import Backend, accelerated, setup
+from nadpipe.backend import Backend, accelerated, autocast_available, setup
 from nadpipe.evaluate import accuracy_and_loss
 from nadpipe.models import build
 from nadpipe.nads import compute_nads, draw_networks
@@ -139,27 +139,35 @@ def test_no_synchronising_read_or_copy_inside_a_nad_chunk():
     # networks copied tensor by tensor; .cpu() of each probe chunk's logits passed), one
     # network after another (the default) and a chunk's networks in one vmapped call
     spec = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
-    counts = {}
-    ways = [(windowed, together) for windowed in (True, False) for together in (False, True)]
+    counts, convs = {}, {}
+    # and the chunk's networks as one grouped network (nadpipe.grouped: the accelerator's
+    # default), besides one after another (windowed or plain) and vmapped together
+    ways = [(windowed, together, grouped) for windowed in (True, False)
+            for together, grouped in ((False, False), (True, False), (False, True))]  # fmt: skip
     with standin() as record:
-        for windowed, together in ways:
+        for windowed, together, grouped in ways:
             # and 8 networks in 1 chunk: no read per network (a .item() per network inside a
             # chunk passed while the network count was held at 4)
-            for n, per_chunk, probes in ((4, 4, 2048), (4, 2, 2048), (4, 4, 512), (8, 8, 2048)):
+            for n, per_chunk, probes in ((4, 4, 2048), (4, 2, 2048), (4, 4, 512), (8, 8, 512)):
                 settings = NadSettings(n_networks=n, networks_per_chunk=per_chunk,
-                                       windowed=windowed, batch_size=probes)  # fmt: skip
+                                       windowed=windowed, batch_size=probes,
+                                       grouped=grouped)  # fmt: skip
                 record.clear()
                 compute_nads(lambda: build(spec), settings, spec.shape, DEVICE, progress=False,
                              together=together)  # fmt: skip
-                counts[windowed, together, per_chunk, probes] = (
+                if grouped:  # one network's convolutions for the whole chunk
+                    convs[windowed, n, per_chunk, probes] = record.ops["conv2d.default"]
+                counts[windowed, together, grouped, per_chunk, probes] = (
                     len(record.h2d),
                     len(record.syncs) // (n // per_chunk),
                     len(record.d2h) // (n // per_chunk),
                 )
     for way in ways:
-        assert len({v for k, v in counts.items() if k[:2] == way}) == 1, counts
-    for together in (False, True):  # the points x0 (b879b52: 81, one per network tensor)
-        assert counts[False, together, 4, 2048][0] == 1, counts
+        assert len({v for k, v in counts.items() if k[:3] == way}) == 1, counts
+    for windowed in (True, False):  # 8 networks as one: as many convolutions as 4 as one
+        assert convs[windowed, 8, 8, 512] == convs[windowed, 4, 4, 512], convs
+    for together, grouped in ((False, False), (True, False), (False, True)):  # the points x0
+        assert counts[False, together, grouped, 4, 2048][0] == 1, counts  # (b879b52: 81)
 
 
 def test_no_synchronising_read_inside_an_evaluation_batch():
@@ -254,7 +262,7 @@ def test_the_record_says_which_speed_settings_took_effect():
         "bf16": False, "channels_last": False, "compile": False}  # fmt: skip
     # a batch of cells: channels-last would be ignored inside vmap, so such cells train alone
     on = applied(wanted, DEVICE, 1)
-    assert on["channels_last"] is True and on["bf16"] is torch.amp.is_autocast_available("standin")
+    assert on["channels_last"] is True and on["bf16"] is autocast_available(DEVICE) is False
     assert applied(wanted, DEVICE, 4)["channels_last"] is False
 
 

@@ -137,6 +137,20 @@ def choose_device(name: str = "auto", flag: str = "gpus.device"):  # -> torch.de
     return torch.device("cpu")
 
 
+def autocast_available(device) -> bool:
+    """Whether bf16 autocast runs on `device`: torch has autocast for its type and, for a
+    backend of its own (PrivateUse1), that backend says bf16 is supported (else autocast
+    turns itself off with a warning, while the record would say bf16)."""
+    import torch
+
+    if not torch.amp.is_autocast_available(device.type):
+        return False
+    if device.type in ("cpu", "cuda"):
+        return True
+    supported = getattr(getattr(torch, device.type, None), "get_amp_supported_dtype", None)
+    return supported is not None and torch.bfloat16 in supported()
+
+
 def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torch.device
     """Decide the job's device and set its backend switches (see the module's rule); returns the
     device. Called once per job, before any tensor is made."""

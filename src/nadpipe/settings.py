@@ -66,6 +66,11 @@ class ModelSpec:
         return f"{self.model}({args}) on {self.shape} inputs, {self.classes} output(s)"
 
 
+# a field's metadata key: the field is left out of `plain` while it has its default, so that a
+# field added to a job spec changes no existing job's params (Snakemake reruns none of them)
+OMIT_DEFAULT = "omit_default"
+
+
 @dataclass(frozen=True)
 class NadSettings:
     """How the NADs of an architecture are computed."""
@@ -79,9 +84,16 @@ class NadSettings:
     networks_per_chunk: int = 64  # networks stacked together (bounds memory)
     windowed: bool = True  # dipole: carry each probe's change as a window (nadpipe.dipole)
     top_k: int | None = None  # how many NADs to keep (None: all d); > 4096 inputs need it
+    # dipole: a chunk's networks as one grouped network (nadpipe.grouped): "auto" on an
+    # accelerator, where one network after another is bound by kernel launches; True; False.
+    # Left out of the job spec at its default: no existing NADs are recomputed
+    grouped: bool | str = field(default="auto", metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         from .estimators import ESTIMATORS
+
+        if self.grouped not in (True, False, "auto"):
+            raise ValueError(f"grouped must be auto, true or false, got {self.grouped!r}")
 
         if self.estimator not in ESTIMATORS:
             raise ValueError(
@@ -108,10 +120,6 @@ class NadConfig(NadSettings):
         """What the NADs are computed with (the warning threshold is not part of it)."""
         return NadSettings(**{f.name: getattr(self, f.name) for f in fields(NadSettings)})
 
-
-# a field's metadata key: the field is left out of `plain` while it has its default, so that a
-# field added to a job spec changes no existing job's params (Snakemake reruns none of them)
-OMIT_DEFAULT = "omit_default"
 
 PRECISIONS = ("auto", "fp32", "bf16")  # TrainSettings.precision
 

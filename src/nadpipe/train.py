@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .backend import accelerated, cuda_rng_state, on_cpu, set_cuda_rng_state
+from .backend import accelerated, autocast_available, cuda_rng_state, on_cpu, set_cuda_rng_state
 from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 from .log import progress_bar, say
 from .models import build
@@ -107,7 +107,7 @@ def applied(settings: TrainSettings, device: torch.device, members: int) -> dict
     model trained alone (a stacked ensemble is one vmapped function: `train` runs the members
     one after another when either is asked for)."""
     fast = accelerated(device)
-    autocast = torch.amp.is_autocast_available(device.type)
+    autocast = autocast_available(device)
     bf16 = {"fp32": False, "bf16": autocast, "auto": fast and autocast}[settings.precision]
     return {
         "bf16": bool(bf16 or (settings.bf16 and fast and autocast)),
