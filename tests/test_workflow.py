@@ -969,3 +969,22 @@ def test_a_run_that_fails_before_any_job_does_not_send_the_user_to_a_job_log(tmp
     assert "nadpipe stopped: a job failed (its log is named above)." in end(
         False, [], [], since, results
     )
+
+
+def test_a_long_jobs_progress_reaches_the_console_at_a_calm_rate(tmp_path):
+    # 0a58d4e: the console said "Select jobs to execute..." and nothing more for the 28 minutes
+    # a NAD job ran, its progress in its log alone. A line a minute (here a second), from the
+    # warm server's job as from one in a process of its own; a short job says nothing there
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
+        {"nads": {"n_networks": 64, "networks_per_chunk": 4},
+         "nad_pairs": {"architectures": ["lenet"], "indices": [0]}}))  # fmt: skip
+    for worker in ("0", "1"):
+        shutil.rmtree(tmp_path / "results", ignore_errors=True)
+        env = {**os.environ, "NADPIPE_PROGRESS_EVERY": "0.5", "NADPIPE_NO_WORKER": worker}
+        res = snakemake(tmp_path, "--cores", "2", "results/nads/lenet.pt", env=env)
+        lines = re.findall(r"^nadpipe: NADs: (\d+)/64 net .*\(results/logs/nads/lenet.log\)$",
+                           res.stderr, re.M)  # fmt: skip
+        assert lines and all(0 < int(n) < 64 for n in lines), res.stderr[-2000:]
+    shutil.rmtree(tmp_path / "results")
+    res = snakemake(tmp_path, "--cores", "2", "results/nads/lenet.pt")
+    assert "nadpipe: NADs:" not in res.stderr  # seconds long: nothing on the console

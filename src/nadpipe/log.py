@@ -3,9 +3,12 @@ to stdout; a job's stderr is its log file), and progress for long work."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 
 WARNING = "WARNING:"  # the mark the end-of-run summary collects from job logs
 LOG = logging.getLogger("nadpipe")
@@ -58,24 +61,49 @@ def warn(message: str) -> None:
     _logger().warning(message)
 
 
+# where a running job's progress also goes, at a calm rate: the run's console (set by the
+# job's runner, nadpipe.runner.worker.job_log, for the job's lifetime); None outside a job
+_ECHO: Callable[[str], None] | None = None
+ECHO_EVERY = 60.0  # seconds between two progress lines of one job on the console
+
+
+@contextlib.contextmanager
+def echoing(echo: Callable[[str], None]) -> Iterator[None]:
+    """While it lasts, long work also says its progress through `echo`, at most every
+    ECHO_EVERY seconds (NADPIPE_PROGRESS_EVERY overrides it) and not in its first ones: a
+    job of a minute says nothing there, one of half an hour a line a minute."""
+    global _ECHO
+    before, _ECHO = _ECHO, echo
+    try:
+        yield
+    finally:
+        _ECHO = before
+
+
 class _Lines:
     """Progress as plain timestamped lines at most every `every` seconds (and at the end)."""
 
     def __init__(self, total: int, desc: str, unit: str, every: float = 10.0):
         self.total, self.desc, self.unit, self.every = total, desc, unit, every
         self.n, self.start, self.last = 0, time.perf_counter(), time.perf_counter()
+        self.echoed = self.start
 
     def update(self, k: int = 1) -> None:
         self.n += k
         now = time.perf_counter()
+        spent = now - self.start
+        left = spent / self.n * (self.total - self.n) if self.n else float("nan")
+        line = (
+            f"{self.desc}: {self.n}/{self.total} {self.unit} "
+            f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left"
+        )
         if now - self.last >= self.every or self.n >= self.total:
             self.last = now
-            spent = now - self.start
-            left = spent / self.n * (self.total - self.n) if self.n else float("nan")
-            say(
-                f"{self.desc}: {self.n}/{self.total} {self.unit} "
-                f"({100 * self.n / max(self.total, 1):.0f} %), {spent:.1f} s, ~{left:.0f} s left"
-            )
+            say(line)
+        every = float(os.environ.get("NADPIPE_PROGRESS_EVERY", ECHO_EVERY))
+        if _ECHO is not None and now - self.echoed >= every and self.n < self.total:
+            self.echoed = now
+            _ECHO(line)
 
     def close(self) -> None:
         pass

@@ -66,10 +66,16 @@ def _exactly(conn: socket.socket, n: int) -> bytes:
 
 @contextlib.contextmanager
 def job_log(
-    path: str | os.PathLike | None, threads: int | None = None, gpu: int = 0
+    path: str | os.PathLike | None,
+    threads: int | None = None,
+    gpu: int = 0,
+    echo: Callable[[str], None] | None = None,
 ) -> Iterator[None]:
     """Send stdout and stderr to a job's log file; set torch's CPU threads; with `gpu` > 0 hold
-    a GPU slot (nadpipe.runner.slots) for the job's lifetime."""
+    a GPU slot (nadpipe.runner.slots) for the job's lifetime. Long work's progress also goes
+    to the run's console, a line a minute (nadpipe.log.echoing): through `echo`, else to the
+    stderr this process had before the log took it."""
+    from ..log import echoing
     from .slots import gpu_slot
 
     if threads:
@@ -87,7 +93,12 @@ def job_log(
             yield
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", buffering=1) as log:
+    console = sys.stderr
+
+    def to_console(line: str) -> None:
+        print(f"nadpipe: {line} ({path})", file=console, flush=True)
+
+    with open(path, "w", buffering=1) as log, echoing(echo or to_console):
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 with slot:
@@ -117,10 +128,18 @@ def warm(target: str) -> Callable:
     return fn
 
 
-def run_here(target: str, args: tuple, kwargs: dict, log: str | None, threads: int, gpu: int):
+def run_here(
+    target: str,
+    args: tuple,
+    kwargs: dict,
+    log: str | None,
+    threads: int,
+    gpu: int,
+    echo: Callable[[str], None] | None = None,
+):
     """Run `target(*args, **kwargs)` in this process, under the job's log."""
 
-    with job_log(log, threads, gpu):
+    with job_log(log, threads, gpu, echo):
         return resolve(target)(*args, **kwargs)
 
 
@@ -178,6 +197,9 @@ def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int =
         )
         try:
             status, value = _recv(conn)
+            while status == "progress":  # the job's progress, for the run's console
+                print(value, file=sys.stderr, flush=True)
+                status, value = _recv(conn)
         except ConnectionError:
             print(
                 f"the job's process ended without a result (killed, or out of memory?); "
@@ -231,8 +253,13 @@ def _child(conn: socket.socket, req: dict) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         threading.Thread(target=watch, daemon=True).start()
         try:
+            log = req["log"]
+
+            def echo(line: str) -> None:
+                _send(conn, ("progress", f"nadpipe: {line} ({log})"))
+
             value = run_here(
-                req["target"], req["args"], req["kwargs"], req["log"], req["threads"], req["gpu"]
+                req["target"], req["args"], req["kwargs"], log, req["threads"], req["gpu"], echo
             )
             _send(conn, ("ok", value))
             code = 0
