@@ -985,6 +985,10 @@ def test_a_long_jobs_progress_reaches_the_console_at_a_calm_rate(tmp_path):
         lines = re.findall(r"^nadpipe: NADs: (\d+)/64 net .*\(results/logs/nads/lenet.log\)$",
                            res.stderr, re.M)  # fmt: skip
         assert lines and all(0 < int(n) < 64 for n in lines), res.stderr[-2000:]
+        # what the job used, measured where it worked: beside its log (Snakemake's own table
+        # measures the script that handed the job to the warm server: 0.1 CPU-s)
+        used = pd.read_csv(tmp_path / "results/logs/nads/lenet.usage.tsv", sep="\t")
+        assert used["cpu_time"].iloc[0] > 1.0 and used["max_rss"].iloc[0] > 100, used
     shutil.rmtree(tmp_path / "results")
     res = snakemake(tmp_path, "--cores", "2", "results/nads/lenet.pt")
     assert "nadpipe: NADs:" not in res.stderr  # seconds long: nothing on the console

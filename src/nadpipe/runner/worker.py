@@ -98,7 +98,7 @@ def job_log(
     def to_console(line: str) -> None:
         print(f"nadpipe: {line} ({path})", file=console, flush=True)
 
-    with open(path, "w", buffering=1) as log, echoing(echo or to_console):
+    with open(path, "w", buffering=1) as log, echoing(echo or to_console), usage(path):
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 with slot:
@@ -108,6 +108,29 @@ def job_log(
 
                 traceback.print_exc(file=log)
                 raise
+
+
+@contextlib.contextmanager
+def usage(log: str | os.PathLike) -> Iterator[None]:
+    """Write what the job used, measured in the process that did its work (the warm server's
+    child, or the job's own process), beside its log: LOG.usage.tsv, with the columns of
+    Snakemake's benchmark tables it can vouch for (s, cpu_time, max_rss in MB). Under the warm
+    server Snakemake's own table measures the script that handed the job over (a 10-minute
+    NAD job: cpu_time 0.11, max_rss 26)."""
+    import resource
+
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        yield
+    finally:
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        table = Path(str(log).removesuffix(".log") + ".usage.tsv")
+        with contextlib.suppress(OSError):
+            table.write_text(
+                "s\tcpu_time\tmax_rss\n"
+                f"{time.perf_counter() - start:.4f}\t{cpu:.4f}\t{after.ru_maxrss / 1024:.2f}\n"
+            )
 
 
 def resolve(target: str) -> Callable:
