@@ -222,6 +222,9 @@ def test_the_doctor_does_not_count_gpus_torch_cannot_use():
     res = subprocess.run([SCRIPT, "doctor"], capture_output=True, text=True, env=env)
     assert "CUDA_VISIBLE_DEVICES 0 names GPU(s), but torch finds none" in res.stdout
     assert "1 GPU job slot" not in res.stdout  # 0a58d4e: both "no device" and a slot
+    # a CUDA build without a GPU: how to install without its libraries
+    said = "torch here is a CUDA build on a machine without a GPU" in res.stdout
+    assert said == bool(torch.version.cuda), res.stdout
 
 
 def test_answers_say_what_is_wanted_and_how_to_give_it(tmp_path):

@@ -509,6 +509,13 @@ def cmd_doctor(args) -> int:
             f"CUDA: no device (torch built with CUDA {torch.version.cuda or 'none'}); "
             "jobs run on the CPU"
         )
+        if torch.version.cuda:
+            lines.append(
+                "torch here is a CUDA build on a machine without a GPU: its CUDA libraries "
+                "(about 3 GB) serve nothing; docs/installing.md gives the CPU-only install "
+                "(pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu, "
+                "before pip install -e .)"
+            )
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
     gpus = visible_gpus()
     slots = pool(slot_count(None, None, len(gpus)), gpus)
