@@ -156,6 +156,20 @@ def test_the_search_table_is_the_summarys_fit_best_first(searched):
         assert row.mean_abs_diff == pytest.approx(fit["mean_abs_diff"])
         assert row.max_abs_diff == pytest.approx(fit["max_abs_diff"])
     assert list(table["mean_abs_diff"]) == sorted(table["mean_abs_diff"])  # best first
+    # each fit's noise: one standard error from the cells' test images (binomial), and the ties
+    # within two combined errors of the best, recomputed here
+    for row in table.itertuples():
+        test = summary[(summary.protocol == row.protocol) & (summary.split == "test")]
+        cells = test[test.condition == test.condition.iloc[0]].groupby("nad_k")
+        var = [c.accuracy.mean() * (1 - c.accuracy.mean()) / c.n_test.sum() for _, c in cells]
+        assert row.noise == pytest.approx(100 * np.sqrt(sum(var)) / len(var))
+    first = table.iloc[0]
+    tied = [abs(r.mean_abs_diff - first.mean_abs_diff) <= 2 * np.hypot(r.noise, first.noise)
+            for r in table.iloc[1:].itertuples()]  # fmt: skip
+    assert list(table["tied"]) == [False, *tied]
+    names = ", ".join(r.protocol for r in table.itertuples() if r.tied)
+    said = f"tied with it within the noise (two standard errors of the test sets): {names}"
+    assert (said if names else "no other protocol lies within the noise") in res.stdout
     # round 2 refined around round 1's best, at the geometric midpoints towards its neighbours
     first = table[table["round"] == 1].iloc[0]
     expected = ns.refine((("sigma", first.sigma),), [(("sigma", s),) for s in (0.25, 1.0, 4.0)])

@@ -577,6 +577,17 @@ def cmd_config(args) -> int:
     return 0
 
 
+def _ties(rows: list[dict]) -> str:
+    """What the search says of the protocols its noise cannot tell from the best."""
+    tied = [r["protocol"] for r in rows if r.get("tied")]
+    if tied:
+        return (
+            f"tied with it within the noise (two standard errors of the test sets): "
+            f"{', '.join(tied)}: the data cannot rank these"
+        )
+    return "no other protocol lies within the noise (two standard errors of the test sets)"
+
+
 def _program() -> str:
     """How to type this command again: `nadpipe` where that name finds this program, else
     the path it was started by (a virtual environment not on PATH)."""
@@ -679,7 +690,8 @@ def cmd_search(args) -> int:
     print(
         f"best: {best['protocol']} ({ns.said(point)}, round {best['round']}): mean |difference| "
         f"{best['mean_abs_diff']:.2f} points, largest {best['max_abs_diff']:.2f}, Pearson r {r}, "
-        f"over {best['cells']} cells\n"
+        f"over {best['cells']} cells, ± {best.get('noise', math.nan):.2f} (one standard error)\n"
+        f"{_ties(rows)}\n"
         f"as a protocol: {s.study}: {{protocols: {entry}}}\n"
         f"the table, the figure, the config: {s.out}/ (search.md, search.png, search.yaml)\n"
         f"every protocol's figures and report: {shlex.join(s.command('--cores', s.cores))}"

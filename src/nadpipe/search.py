@@ -338,10 +338,32 @@ def fits(summary: str | Path, arch: str) -> dict[str, dict]:
     return out
 
 
+def noise(summary: str | Path, arch: str, study: str) -> dict[str, float]:
+    """Per protocol, one standard error (points) of its mean |difference| from the published
+    curve: each cell's test accuracy a binomial over its test images and seeds, the cells
+    independent. Two protocols whose fits lie within two of their combined errors are a tie."""
+    from .io import load_parquet
+    from .references import keys
+
+    df = load_parquet(summary)
+    test = df[(df["arch"] == arch) & (df["split"] == "test")]
+    test = test[test["condition"] == test["condition"].iloc[0]] if len(test) else test
+    out = {}
+    for p, part in test.groupby(test["protocol"].fillna(""), sort=False):
+        var = [
+            float(c["accuracy"].mean() * (1 - c["accuracy"].mean()) / c["n_test"].sum())
+            for _, c in part.groupby(keys(study))
+        ]
+        out[p] = 100 * math.sqrt(sum(var)) / len(var) if var else math.nan
+    return out
+
+
 def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict]:
-    """One row per protocol tried (its round, name, values and fit), best first: the smallest
-    mean |difference|, then the smallest largest one; a protocol without a fit (every cell
-    diverged) last."""
+    """One row per protocol tried (its round, name, values, fit and its noise, one standard
+    error), best first: the smallest mean |difference|, then the smallest largest one; a
+    protocol without a fit (every cell diverged) last. `tied`: a protocol whose mean
+    |difference| lies within two combined standard errors of the best's (a tie, not a
+    ranking)."""
     rows = []
     for point, r in tried.items():
         fit = measured.get(name(point), {})
@@ -350,7 +372,7 @@ def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict
                 "round": r,
                 "protocol": name(point),
                 **dict(point),
-                **{k: fit.get(k, math.nan) for k in FIT},
+                **{k: fit.get(k, math.nan) for k in (*FIT, "noise")},
             }
         )
 
@@ -358,7 +380,13 @@ def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict
         m, x = row["mean_abs_diff"], row["max_abs_diff"]
         return (not math.isfinite(m), m if math.isfinite(m) else 0, x, row["protocol"])
 
-    return sorted(rows, key=order)
+    rows = sorted(rows, key=order)
+    best = rows[0] if rows else None
+    for row in rows:
+        gap = abs(row["mean_abs_diff"] - best["mean_abs_diff"])
+        within = 2 * math.sqrt(row["noise"] ** 2 + best["noise"] ** 2)
+        row["tied"] = bool(row is not best and gap <= within)  # False where noise is unknown
+    return rows
 
 
 def markdown(rows: Sequence[dict], keys: Sequence[str]) -> str:
@@ -369,15 +397,19 @@ def markdown(rows: Sequence[dict], keys: Sequence[str]) -> str:
             return "n/a" if not math.isfinite(v) else f"{v:.3g}"
         return str(v)
 
-    head = ["round", "protocol", *keys, "cells", "mean \\|diff\\|", "max \\|diff\\|", "Pearson"]
+    head = ["round", "protocol", *keys, "cells", "mean \\|diff\\|", "± 1 SE", "max \\|diff\\|",
+            "Pearson"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for i, row in enumerate(rows):
+        shown = row["protocol"] + (" (tied)" if row.get("tied") else "")
         values = [
             row["round"],
-            f"**{row['protocol']}**" if i == 0 else row["protocol"],
+            f"**{row['protocol']}**" if i == 0 else shown,
             *(row[k] for k in keys),
             row["cells"],
-            *(round(row[k], 2) for k in FIT[1:3]),
+            round(row["mean_abs_diff"], 2),
+            round(row.get("noise", math.nan), 2),
+            round(row["max_abs_diff"], 2),
             round(row["pearson"], 3),
         ]
         lines.append("| " + " | ".join(cell(v) for v in values) + " |")
@@ -468,7 +500,10 @@ def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
                 f"--resume {path}: protocol {row['protocol']!r} has the values "
                 f"{said(point)}, whose name is {name(point)!r}: the table was edited"
             )
-        out[point] = (int(row["round"]), {k: row[k] for k in FIT})
+        fit = {k: row[k] for k in FIT}
+        if "noise" in row:  # tables before 0.11.0 have none: such a fit ties with nothing
+            fit["noise"] = row["noise"]
+        out[point] = (int(row["round"]), fit)
     if not out:
         raise SearchError(f"--resume {path}: no protocol in it")
     return out
@@ -605,6 +640,9 @@ def run(search: Search, say: Callable[[str], None]) -> Outcome:
             per_training = (time.monotonic() - began) / trained
             per_protocol = max(1, round(trained / len(new)))
         measured.update(fits(summary, search.arch))
+        for p, se in noise(summary, search.arch, search.study).items():
+            if p in measured:
+                measured[p] = {**measured[p], "noise": se}
         rows = table(tried, measured)
         write(search, rows, summary)
         best = rows[0]
