@@ -580,6 +580,12 @@ def cmd_config(args) -> int:
 def _ties(rows: list[dict]) -> str:
     """What the search says of the protocols its noise cannot tell from the best."""
     tied = [r["protocol"] for r in rows if r.get("tied")]
+    if not rows[0].get("learned", True):
+        return (
+            "none of the protocols' models learned (every cell's test accuracy at chance, "
+            "within three standard errors): no fit here is a finding; train longer or on more "
+            "data"
+        )
     if tied:
         return (
             f"tied with it within the noise (two standard errors of the test sets): "

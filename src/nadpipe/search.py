@@ -338,10 +338,13 @@ def fits(summary: str | Path, arch: str) -> dict[str, dict]:
     return out
 
 
-def noise(summary: str | Path, arch: str, study: str) -> dict[str, float]:
+def noise(summary: str | Path, arch: str, study: str) -> dict[str, tuple[float, bool]]:
     """Per protocol, one standard error (points) of its mean |difference| from the published
-    curve: each cell's test accuracy a binomial over its test images and seeds, the cells
-    independent. Two protocols whose fits lie within two of their combined errors are a tie."""
+    curve (each cell's test accuracy a binomial over its test images and seeds, the cells
+    independent: two protocols whose fits lie within two of their combined errors are a tie),
+    and whether any of its cells learned (a test accuracy above chance by three standard
+    errors, nadpipe.findings.at_chance: a protocol whose models all guess fits nothing)."""
+    from .findings import at_chance
     from .io import load_parquet
     from .references import keys
 
@@ -350,18 +353,23 @@ def noise(summary: str | Path, arch: str, study: str) -> dict[str, float]:
     test = test[test["condition"] == test["condition"].iloc[0]] if len(test) else test
     out = {}
     for p, part in test.groupby(test["protocol"].fillna(""), sort=False):
+        cells = part.groupby(keys(study))
+        learned = any(
+            not at_chance(float(c["accuracy"].mean()), int(c["n_test"].sum()), 2) for _, c in cells
+        )
         var = [
             float(c["accuracy"].mean() * (1 - c["accuracy"].mean()) / c["n_test"].sum())
             for _, c in part.groupby(keys(study))
         ]
-        out[p] = 100 * math.sqrt(sum(var)) / len(var) if var else math.nan
+        out[p] = (100 * math.sqrt(sum(var)) / len(var) if var else math.nan, learned)
     return out
 
 
 def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict]:
     """One row per protocol tried (its round, name, values, fit and its noise, one standard
     error), best first: the smallest mean |difference|, then the smallest largest one; a
-    protocol without a fit (every cell diverged) last. `tied`: a protocol whose mean
+    protocol whose models all guess (`learned` false) after every one that learned, one without
+    a fit (every cell diverged) last. `tied`: a protocol whose mean
     |difference| lies within two combined standard errors of the best's (a tie, not a
     ranking)."""
     rows = []
@@ -373,12 +381,14 @@ def table(tried: Mapping[Point, int], measured: Mapping[str, dict]) -> list[dict
                 "protocol": name(point),
                 **dict(point),
                 **{k: fit.get(k, math.nan) for k in (*FIT, "noise")},
+                "learned": bool(fit.get("learned", True)),
             }
         )
 
-    def order(row):
+    def order(row):  # a protocol whose models learned before one whose models all guess
         m, x = row["mean_abs_diff"], row["max_abs_diff"]
-        return (not math.isfinite(m), m if math.isfinite(m) else 0, x, row["protocol"])
+        fits = math.isfinite(m)
+        return (not fits, not row["learned"], m if fits else 0, x, row["protocol"])
 
     rows = sorted(rows, key=order)
     best = rows[0] if rows else None
@@ -401,10 +411,11 @@ def markdown(rows: Sequence[dict], keys: Sequence[str]) -> str:
             "Pearson"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for i, row in enumerate(rows):
-        shown = row["protocol"] + (" (tied)" if row.get("tied") else "")
+        marks = ["tied"] * bool(row.get("tied")) + ["at chance"] * (not row.get("learned", True))
+        shown = row["protocol"] + (f" ({', '.join(marks)})" if marks else "")
         values = [
             row["round"],
-            f"**{row['protocol']}**" if i == 0 else shown,
+            f"**{row['protocol']}**{shown[len(row['protocol']):]}" if i == 0 else shown,
             *(row[k] for k in keys),
             row["cells"],
             round(row["mean_abs_diff"], 2),
@@ -501,8 +512,9 @@ def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
                 f"{said(point)}, whose name is {name(point)!r}: the table was edited"
             )
         fit = {k: row[k] for k in FIT}
-        if "noise" in row:  # tables before 0.11.0 have none: such a fit ties with nothing
-            fit["noise"] = row["noise"]
+        for key in ("noise", "learned"):  # tables before 0.11.0 have neither
+            if key in row:
+                fit[key] = row[key]
         out[point] = (int(row["round"]), fit)
     if not out:
         raise SearchError(f"--resume {path}: no protocol in it")
@@ -640,9 +652,9 @@ def run(search: Search, say: Callable[[str], None]) -> Outcome:
             per_training = (time.monotonic() - began) / trained
             per_protocol = max(1, round(trained / len(new)))
         measured.update(fits(summary, search.arch))
-        for p, se in noise(summary, search.arch, search.study).items():
+        for p, (se, learned) in noise(summary, search.arch, search.study).items():
             if p in measured:
-                measured[p] = {**measured[p], "noise": se}
+                measured[p] = {**measured[p], "noise": se, "learned": learned}
         rows = table(tried, measured)
         write(search, rows, summary)
         best = rows[0]
