@@ -30,6 +30,7 @@ from helpers import (
     undeclared,
 )
 
+import nadpipe
 from nadpipe import config as nc
 from nadpipe import plots
 from nadpipe.grid import Plan
@@ -992,3 +993,29 @@ def test_a_long_jobs_progress_reaches_the_console_at_a_calm_rate(tmp_path):
     shutil.rmtree(tmp_path / "results")
     res = snakemake(tmp_path, "--cores", "2", "results/nads/lenet.pt")
     assert "nadpipe: NADs:" not in res.stderr  # seconds long: nothing on the console
+
+
+def test_every_results_folder_side_by_side(run, tmp_path):
+    # 0a58d4e: comparing runs meant opening each folder's config.yaml and summary by hand
+    workdir, res = run
+    shutil.copytree(workdir / "results", tmp_path / "results")
+    shutil.copytree(workdir / "results", tmp_path / "results-other")
+    config = yaml.safe_load((tmp_path / "results-other/config.yaml").read_text())
+    config["nads"]["n_networks"] += 1
+    (tmp_path / "results-other/config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "notes").mkdir()  # no results folder: not listed
+    out = subprocess.run([sys.executable, "-m", "nadpipe.cli", "runs", str(tmp_path), "--json"],
+                         capture_output=True, text=True)  # fmt: skip
+    runs = json.loads(out.stdout)
+    assert [r["folder"] for r in runs] == ["results", "results-other"]
+    n = config["nads"]["n_networks"]
+    assert [r["differs"] for r in runs] == [{"nads.n_networks": n - 1}, {"nads.n_networks": n}]
+    # what each found: the lines the run ended with
+    said = res.stdout + res.stderr
+    shown = said.split("What the results show:")[1].split("The report")[0]
+    ended = [line.strip()[2:] for line in shown.strip().splitlines()]
+    assert runs[0]["findings"] == ended and runs[0]["cells"] > 0
+    assert runs[0]["versions"] == [nadpipe.__version__]
+    text = subprocess.run([sys.executable, "-m", "nadpipe.cli", "runs", str(tmp_path)],
+                          capture_output=True, text=True).stdout  # fmt: skip
+    assert "results-other/: nad_pairs;" in text and f"  nads.n_networks: {n}" in text

@@ -26,6 +26,7 @@ EXAMPLES = {
     "--column-b acc_ln",
     "doctor": "nadpipe doctor",
     "config": "nadpipe config > keys.md",
+    "runs": "nadpipe runs .",
     "search": "nadpipe search --configfile configs/nad_paper.yaml "
     "configs/nad_paper_lenet_search.yaml --study single_direction --arch lenet_pub "
     "--axis sigma=0.25,1,4 --cores 2",
@@ -949,6 +950,24 @@ VERSUS = (
 )
 
 
+def cmd_runs(args) -> int:
+    from . import runs
+
+    if not Path(args.directory).is_dir():
+        raise Refused(f"{args.directory} is no directory")
+    found = runs.side_by_side(args.directory)
+    print(json.dumps(found, default=str) if args.json else runs.text(found))
+    return 0
+
+
+def _runs_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe runs`."""
+    c.add_argument(
+        "directory", nargs="?", default=".", help="where the results folders are (default .)"
+    )
+    c.add_argument("--json", action="store_true", help=AS_JSON)
+
+
 def _commands() -> list[tuple]:
     """Every subcommand, in the order of `nadpipe -h`: (name, what it does, its function, what
     adds its arguments)."""
@@ -967,6 +986,13 @@ def _commands() -> list[tuple]:
             _compare_arguments,
         ),
         ("versus", VERSUS, cmd_versus, _versus_arguments),
+        (
+            "runs",
+            "Every results folder here side by side: the config keys that differ, studies, "
+            "cells, what each found, when and by which version.",
+            cmd_runs,
+            _runs_arguments,
+        ),
         (
             "doctor",
             "What to paste into a bug report: versions, devices, Slurm, CIFAR-10.",

@@ -415,7 +415,7 @@ def markdown(rows: Sequence[dict], keys: Sequence[str]) -> str:
         shown = row["protocol"] + (f" ({', '.join(marks)})" if marks else "")
         values = [
             row["round"],
-            f"**{row['protocol']}**{shown[len(row['protocol']):]}" if i == 0 else shown,
+            f"**{row['protocol']}**{shown[len(row['protocol']) :]}" if i == 0 else shown,
             *(row[k] for k in keys),
             row["cells"],
             round(row["mean_abs_diff"], 2),
