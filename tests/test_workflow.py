@@ -32,7 +32,7 @@ from helpers import (
 
 import nadpipe
 from nadpipe import config as nc
-from nadpipe import plots
+from nadpipe import findings, plots
 from nadpipe.grid import Plan
 from nadpipe.row import RUN, names
 from nadpipe.signatures import LOW
@@ -1019,3 +1019,23 @@ def test_every_results_folder_side_by_side(run, tmp_path):
     text = subprocess.run([sys.executable, "-m", "nadpipe.cli", "runs", str(tmp_path)],
                           capture_output=True, text=True).stdout  # fmt: skip
     assert "results-other/: nad_pairs;" in text and f"  nads.n_networks: {n}" in text
+    # two of them, cell by cell: one cell's models made to rely on the other channel
+    summary = pd.read_parquet(tmp_path / "results-other/nad_pairs/summary.parquet")
+    arch, i, j = summary.loc[summary["nad_i"] != summary["nad_j"], ["arch", "nad_i", "nad_j"]].iloc[
+        0
+    ]
+    cell = (summary["arch"] == arch) & (summary["nad_i"] == i) & (summary["nad_j"] == j)
+    before = findings.cell_verdicts(summary)
+    summary.loc[cell, "reliance_deg"] = 90 - summary.loc[cell, "reliance_deg"]
+    summary.to_parquet(tmp_path / "results-other/nad_pairs/summary.parquet")
+    after = findings.cell_verdicts(summary)
+    out = subprocess.run([sys.executable, "-m", "nadpipe.cli", "diff", str(tmp_path / "results"),
+                          str(tmp_path / "results-other"), "--json"], capture_output=True,
+                         text=True)  # fmt: skip
+    d = json.loads(out.stdout)
+    assert d["differs"] == {"nads.n_networks": [n - 1, n]}
+    changed = [(c["arch"], c["nad_i"], c["nad_j"]) for c in d["cells"]]
+    assert changed == [(arch, i, j)], d["cells"]
+    pick = (before["arch"] == arch) & (before["nad_i"] == i) & (before["nad_j"] == j)
+    assert d["cells"][0]["verdict"] == [before[pick]["verdict"].iloc[0],
+                                        after[pick]["verdict"].iloc[0]]  # fmt: skip

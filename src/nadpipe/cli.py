@@ -27,6 +27,7 @@ EXAMPLES = {
     "doctor": "nadpipe doctor",
     "config": "nadpipe config > keys.md",
     "runs": "nadpipe runs .",
+    "diff": "nadpipe diff results results-mine",
     "search": "nadpipe search --configfile configs/nad_paper.yaml "
     "configs/nad_paper_lenet_search.yaml --study single_direction --arch lenet_pub "
     "--axis sigma=0.25,1,4 --cores 2",
@@ -960,6 +961,24 @@ def cmd_runs(args) -> int:
     return 0
 
 
+def cmd_diff(args) -> int:
+    from . import runs
+
+    for folder in (args.a, args.b):
+        if not (Path(folder) / "config.yaml").is_file():
+            raise Refused(f"{folder} is no results folder (it has no config.yaml)")
+    found = runs.diff(args.a, args.b)
+    print(json.dumps(found, default=str) if args.json else runs.diff_text(found))
+    return 0
+
+
+def _diff_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe diff`."""
+    c.add_argument("a", help="a results folder (e.g. results)")
+    c.add_argument("b", help="another (e.g. results-mine)")
+    c.add_argument("--json", action="store_true", help=AS_JSON)
+
+
 def _runs_arguments(c: argparse.ArgumentParser) -> None:
     """The arguments of `nadpipe runs`."""
     c.add_argument(
@@ -992,6 +1011,12 @@ def _commands() -> list[tuple]:
             "cells, what each found, when and by which version.",
             cmd_runs,
             _runs_arguments,
+        ),
+        (
+            "diff",
+            "Two results folders: the keys that differ, and per cell the verdict before and after.",
+            cmd_diff,
+            _diff_arguments,
         ),
         (
             "doctor",

@@ -90,3 +90,67 @@ def text(runs: list[dict]) -> str:
             lines.append(f"  {key}: {value}")
         lines += [f"  - {f}" for f in r["findings"]] or ["  (no finding stated)"]
     return "\n".join(lines)
+
+
+def diff(a: str | Path, b: str | Path) -> dict:
+    """Two results folders: the config keys that differ (A's value, B's), per study both ran
+    its findings in each, and per cell of a D(v1) ⊕ D(v2) study whose verdict or reliance
+    angles changed, both (nadpipe.findings.cell_verdicts)."""
+    import pandas as pd
+
+    from .findings import cell_verdicts
+
+    one, two = describe(Path(a)), describe(Path(b))
+    keys = sorted(set(one["config"]) | set(two["config"]))
+    differs = {
+        k: [one["config"].get(k), two["config"].get(k)]
+        for k in keys
+        if repr(one["config"].get(k)) != repr(two["config"].get(k))
+    }
+    studies, cells = {}, []
+    for study in [s for s in one["studies"] if s in two["studies"]]:
+        studies[study] = {
+            "a": [f for f in one["findings"] if f.startswith(f"{study}: ")],
+            "b": [f for f in two["findings"] if f.startswith(f"{study}: ")],
+        }
+        da, db = (pd.read_parquet(Path(x) / study / "summary.parquet") for x in (a, b))
+        if not {"nad_i", "nad_j", "reliance_deg"} <= set(da.columns) & set(db.columns):
+            continue
+        key = ["arch", "nad_i", "nad_j"]
+        both = cell_verdicts(da).merge(cell_verdicts(db), on=key, suffixes=("_a", "_b"))
+        for row in both.to_dict("records"):
+            span = [
+                [round(row[f"reliance_min_{s}"], 1), round(row[f"reliance_max_{s}"], 1)]
+                for s in "ab"
+            ]
+            if row["verdict_a"] != row["verdict_b"] or span[0] != span[1]:
+                cells.append(
+                    {
+                        "study": study,
+                        **{k: row[k] for k in key},
+                        "verdict": [row["verdict_a"], row["verdict_b"]],
+                        "reliance_deg": span,
+                    }
+                )
+    return {"a": one["folder"], "b": two["folder"], "differs": differs, "studies": studies,
+            "cells": cells}  # fmt: skip
+
+
+def diff_text(d: dict) -> str:
+    """`diff` as a reader takes it in."""
+    lines = [f"{d['a']}/ -> {d['b']}/"]
+    lines += [f"  {k}: {va} -> {vb}" for k, (va, vb) in d["differs"].items()] or [
+        "  the same config"
+    ]
+    for study, found in d["studies"].items():
+        if found["a"] == found["b"]:
+            lines.append(f"  {study}: the same findings")
+            continue
+        lines += [f"  - {f}" for f in found["a"]] + [f"  + {f}" for f in found["b"]]
+    for c in d["cells"]:
+        (va, vb), (ra, rb) = c["verdict"], c["reliance_deg"]
+        lines.append(
+            f"  {c['study']} {c['arch']} ({c['nad_i']}, {c['nad_j']}): {va} -> {vb}; reliance "
+            f"{ra[0]:g}-{ra[1]:g}° -> {rb[0]:g}-{rb[1]:g}°"
+        )
+    return "\n".join(lines)
