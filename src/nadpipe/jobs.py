@@ -93,6 +93,14 @@ def nads_job(
     device = setup(backend)
     start = time.perf_counter()
     shape = job.model.shape
+    # a merge keeps its outputs for a later merge's failure to put back (runs.restore_kept).
+    # Only a merge: any change of its settings makes newer shards, so NADs put back look stale
+    # to Snakemake; a job without inputs has nothing that would say so, so it forgets them
+    root = _root(artifact, 2)
+    if not shards:
+        for path in (artifact, npy, summary):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(at(KEPT, root), os.path.relpath(path, root)))
     if job.file:
         key = f"architectures.{job.arch}.nads_file"
         if file_sha256(job.file) != job.file_sha256:
@@ -146,8 +154,8 @@ def nads_job(
     seconds = time.perf_counter() - start
     sh = art["split_half"]
     save_json(_nad_summary(job, art), summary)
-    root = _root(artifact, 2)
-    keep([artifact, npy, summary], at(KEPT, root), root)
+    if shards:  # what a later merge's failure puts back (see the start of this job)
+        keep([artifact, npy, summary], at(KEPT, root), root)
     line = f"NADs of {job.arch}: {len(art['vectors'])} of d = {shape.d} in {seconds:.1f}s"
     if sh is not None:
         line += f"; split-half overlaps {overlaps_line(sh)}"
