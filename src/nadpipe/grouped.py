@@ -143,6 +143,10 @@ class Grouped:
             return v.t.reshape(len(v.t), 1, -1).expand(-1, self.n, -1)
         return v.t.reshape(len(v.t), self.n, -1)
 
+    def flattened(self, v: V) -> V:
+        """`v` flattened after its batch dimension, per network where it is one's."""
+        return V(v.t.flatten(1), "shared") if v.layout == "shared" else V(self.flat(v), "flat")
+
     # -- one call ----------------------------------------------------------------------------
 
     @torch.inference_mode()
@@ -206,7 +210,7 @@ class Grouped:
         if isinstance(m, nn.Flatten):
             if (m.start_dim, m.end_dim) != (1, -1):
                 raise NotGroupable("a flatten of other dimensions than 1..-1")
-            return V(v.t.flatten(1), "shared") if v.layout == "shared" else V(self.flat(v), "flat")
+            return self.flattened(v)
         if isinstance(m, POINTWISE_MODULES):
             return V(m(v.t), v.layout)
         if isinstance(m, CHANNEL_MODULES):
@@ -230,9 +234,7 @@ class Grouped:
             v, *shape = args
             shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
             if len(shape) == 2 and shape[1] == -1 and shape[0] in (-1, len(v.t)):
-                return (
-                    V(v.t.flatten(1), "shared") if v.layout == "shared" else V(self.flat(v), "flat")
-                )
+                return self.flattened(v)
             raise NotGroupable(f"a {name or 'reshape'} to {shape}")
         if name == "flatten" or f is torch.flatten:
             v = args[0]
@@ -240,7 +242,7 @@ class Grouped:
             end = args[2] if len(args) > 2 else kwargs.get("end_dim", -1)
             if (start, end) != (1, -1):
                 raise NotGroupable(f"a flatten of dimensions {start}..{end}")
-            return V(v.t.flatten(1), "shared") if v.layout == "shared" else V(self.flat(v), "flat")
+            return self.flattened(v)
         if name == "mean" or f is torch.mean:
             v, *rest = args
             dims = rest[0] if rest else kwargs.get("dim")
@@ -282,8 +284,7 @@ class Grouped:
             else:
                 layout, get = "chan", self.chan
             vals = [get(a) if isinstance(a, V) else a for a in args]
-            op = {operator.iadd: operator.add, "add_": torch.add}.get(f if not name else name, f)
-            if name:
-                op = getattr(torch, name.rstrip("_"))
+            in_place = {operator.iadd: operator.add}  # the value, not the tensor changed in place
+            op = getattr(torch, name.rstrip("_")) if name else in_place.get(f, f)
             return V(op(*vals, **kwargs), layout)
         raise NotGroupable(f"the operation {name or getattr(f, '__name__', f)}")

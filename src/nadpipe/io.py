@@ -195,3 +195,10 @@ def keep(paths: list[str], kept: str, root: str) -> None:
         except OSError:
             return
         os.replace(tmp, to)
+
+
+def forget(paths: list[str], kept: str, root: str) -> None:
+    """Remove what `keep` kept of `paths`: nothing of theirs is put back."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(kept, os.path.relpath(path, root)))

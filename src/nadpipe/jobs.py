@@ -28,6 +28,7 @@ from .io import (
     atomic_write,
     derive_seed,
     file_sha256,
+    forget,
     keep,
     load_json,
     load_torch,
@@ -98,9 +99,7 @@ def nads_job(
     # to Snakemake; a job without inputs has nothing that would say so, so it forgets them
     root = _root(artifact, 2)
     if not shards:
-        for path in (artifact, npy, summary):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(at(KEPT, root), os.path.relpath(path, root)))
+        forget([artifact, npy, summary], at(KEPT, root), root)
     if job.file:
         key = f"architectures.{job.arch}.nads_file"
         if file_sha256(job.file) != job.file_sha256:
@@ -128,7 +127,7 @@ def nads_job(
     else:
         networks = job.settings.n_networks
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
-        kept = _chunks(_root(artifact, 2), job.arch, job, device)
+        kept = _chunks(root, job.arch, job, device)
         art = compute_nads(
             partial(models.build, job.model),
             job.settings,

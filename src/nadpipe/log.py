@@ -87,6 +87,7 @@ class _Lines:
         self.total, self.desc, self.unit, self.every = total, desc, unit, every
         self.n, self.start, self.last = 0, time.perf_counter(), time.perf_counter()
         self.echoed = self.start
+        self.echo_every = float(os.environ.get("NADPIPE_PROGRESS_EVERY", ECHO_EVERY))
 
     def update(self, k: int = 1) -> None:
         self.n += k
@@ -100,8 +101,7 @@ class _Lines:
         if now - self.last >= self.every or self.n >= self.total:
             self.last = now
             say(line)
-        every = float(os.environ.get("NADPIPE_PROGRESS_EVERY", ECHO_EVERY))
-        if _ECHO is not None and now - self.echoed >= every and self.n < self.total:
+        if _ECHO is not None and now - self.echoed >= self.echo_every and self.n < self.total:
             self.echoed = now
             _ECHO(line)
 

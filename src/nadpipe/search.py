@@ -353,14 +353,12 @@ def noise(summary: str | Path, arch: str, study: str) -> dict[str, tuple[float, 
     test = test[test["condition"] == test["condition"].iloc[0]] if len(test) else test
     out = {}
     for p, part in test.groupby(test["protocol"].fillna(""), sort=False):
-        cells = part.groupby(keys(study))
-        learned = any(
-            not at_chance(float(c["accuracy"].mean()), int(c["n_test"].sum()), 2) for _, c in cells
-        )
-        var = [
-            float(c["accuracy"].mean() * (1 - c["accuracy"].mean()) / c["n_test"].sum())
+        cells = [
+            (float(c["accuracy"].mean()), int(c["n_test"].sum()))
             for _, c in part.groupby(keys(study))
-        ]
+        ]  # (mean test accuracy over seeds, test images over seeds) of each cell
+        learned = any(not at_chance(a, n, 2) for a, n in cells)
+        var = [a * (1 - a) / n for a, n in cells]
         out[p] = (100 * math.sqrt(sum(var)) / len(var) if var else math.nan, learned)
     return out
 
@@ -463,7 +461,6 @@ def _snakemake(search: Search, configfile: Path, *args: str) -> list[str]:
 def plan(search: Search) -> dict[str, int]:
     """What round 1 would run: Snakemake's dry run of it, as jobs per rule ({} when every cell is
     made already). Writes nothing of the search's (its config goes to a temporary file)."""
-    import re
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -474,12 +471,17 @@ def plan(search: Search) -> dict[str, int]:
     if res.returncode != 0:
         tail = "\n".join(out.splitlines()[-25:])
         raise SearchError(f"round 1's dry run failed (exit {res.returncode}):\n{tail}")
-    stats = re.search(r"Job stats:\n(.*?)\ntotal", out, re.S)
-    return (
-        {}
-        if not stats
-        else {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", stats[1], re.M)}
-    )
+    return job_stats(out)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """Jobs per rule, from the job stats Snakemake prints ({} when it had nothing to do)."""
+    import re
+
+    stats = re.search(r"Job stats:\n(.*?)\ntotal", output, re.S)
+    if stats is None:
+        return {}
+    return {rule: int(n) for rule, n in re.findall(r"^(\S+)\s+(\d+)$", stats[1], re.M)}
 
 
 def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
@@ -526,13 +528,8 @@ def trainings(log: Path) -> int:
     train jobs, and a group of seeds' one each)."""
     import re
 
-    stats = re.search(r"Job stats:\n(.*?)\ntotal", log.read_text(errors="replace"), re.S)
-    if stats is None:
-        return 0
-    jobs = re.findall(r"^(\S+)\s+(\d+)$", stats[1], re.M)
-    return sum(
-        int(n) for rule, n in jobs if rule == "train" or re.fullmatch(r"train_\w+_seeds", rule)
-    )
+    jobs = job_stats(log.read_text(errors="replace")).items()
+    return sum(n for rule, n in jobs if rule == "train" or re.fullmatch(r"train_\w+_seeds", rule))
 
 
 def run_round(

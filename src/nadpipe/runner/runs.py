@@ -302,14 +302,19 @@ def check(results: str = "results", root: str = ".") -> list[str]:
     return [m for m in (killed, message) if m]
 
 
+def _logs_since(since: float, root: str) -> list[str]:
+    """The job logs under `root` (a results folder's logs) written since `since`, in order."""
+    logs = glob.glob(os.path.join(glob.escape(root), "**", "*.log"), recursive=True)
+    return [path for path in sorted(logs) if os.path.getmtime(path) >= since]
+
+
 def _failed_logs_since(since: float, root: str) -> bool:
     """Whether a job's log under `root` (a results folder's logs) written since `since` holds a
     failure's traceback (every job writes one there when it fails: nadpipe.runner.worker)."""
-    for path in glob.glob(os.path.join(glob.escape(root), "**", "*.log"), recursive=True):
-        if os.path.getmtime(path) >= since:
-            with open(path, errors="replace") as f:
-                if "Traceback (most recent call last)" in f.read():
-                    return True
+    for path in _logs_since(since, root):
+        with open(path, errors="replace") as f:
+            if "Traceback (most recent call last)" in f.read():
+                return True
     return False
 
 
@@ -317,9 +322,7 @@ def job_warnings(since: float, root: str) -> list[str]:
     """The warning lines of the job logs under `root` (a results folder's logs) written since
     `since` (this run's jobs)."""
     out = []
-    for path in sorted(glob.glob(os.path.join(root, "**", "*.log"), recursive=True)):
-        if os.path.getmtime(path) < since:
-            continue
+    for path in _logs_since(since, root):
         with open(path, errors="replace") as f:
             for line in f:
                 if WARNING in line:

@@ -73,8 +73,8 @@ def job_log(
 ) -> Iterator[None]:
     """Send stdout and stderr to a job's log file; set torch's CPU threads; with `gpu` > 0 hold
     a GPU slot (nadpipe.runner.slots) for the job's lifetime. Long work's progress also goes
-    to the run's console, a line a minute (nadpipe.log.echoing): through `echo`, else to the
-    stderr this process had before the log took it."""
+    to the run's console, a line a minute (nadpipe.log.echoing), each line as the console shows
+    it: through `echo`, else to the stderr this process had before the log took it."""
     from ..log import echoing
     from .slots import gpu_slot
 
@@ -94,11 +94,12 @@ def job_log(
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     console = sys.stderr
+    say = echo or (lambda line: print(line, file=console, flush=True))
 
     def to_console(line: str) -> None:
-        print(f"nadpipe: {line} ({path})", file=console, flush=True)
+        say(f"nadpipe: {line} ({path})")
 
-    with open(path, "w", buffering=1) as log, echoing(echo or to_console), usage(path):
+    with open(path, "w", buffering=1) as log, echoing(to_console), usage(path):
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 with slot:
@@ -276,13 +277,18 @@ def _child(conn: socket.socket, req: dict) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         threading.Thread(target=watch, daemon=True).start()
         try:
-            log = req["log"]
 
             def echo(line: str) -> None:
-                _send(conn, ("progress", f"nadpipe: {line} ({log})"))
+                _send(conn, ("progress", line))
 
             value = run_here(
-                req["target"], req["args"], req["kwargs"], log, req["threads"], req["gpu"], echo
+                req["target"],
+                req["args"],
+                req["kwargs"],
+                req["log"],
+                req["threads"],
+                req["gpu"],
+                echo,
             )
             _send(conn, ("ok", value))
             code = 0
