@@ -97,11 +97,11 @@ from nadpipe.runner.worker import warm
 out = {}
 assert setup(Backend(device="cpu")).type == "cpu"
 out["setup"] = "torch._dynamo" in sys.modules
-warm("nadpipe.plots:nad_figure_job")
+warm("plot_nads")
 out["figure"] = sorted(m for m in ("torch._dynamo", "nadpipe.train") if m in sys.modules)
-warm("nadpipe.jobs:evaluate_job")  # not deterministic: its module, no more
+warm("evaluate")  # not deterministic: its module, no more
 out["evaluate"] = "torch._dynamo" in sys.modules
-warm("nadpipe.jobs:train_job")
+warm("train")
 before = set(sys.modules)
 net = torch.nn.Linear(2, 1)
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
@@ -121,7 +121,7 @@ import os, sys
 from nadpipe.backend import ENV, Backend, setup
 from nadpipe.runner.worker import warm
 os.environ[ENV] = Backend(device="cpu", deterministic=True).to_env()
-warm("nadpipe.jobs:evaluate_job")
+warm("evaluate")
 print("torch._dynamo" in sys.modules)
 before = set(sys.modules)
 setup(Backend.from_env())
@@ -140,8 +140,8 @@ import json, os, sys
 from nadpipe.runner.worker import job_log, resolve
 out = {}
 with job_log(None, threads=1):
-    for target in ("nadpipe.tables:aggregate_job", "nadpipe.plots:draw",
-                   "nadpipe.report:landing_page", "nadpipe.signatures:signatures_job"):
+    for target in ("aggregate", "plot",
+                   "report_landing", "signatures"):
         resolve(target)
     out["torch"] = "torch" in sys.modules
     import torch

@@ -45,8 +45,8 @@ def test_an_estimator_without_its_computation_fails_loudly(monkeypatch):
     from nadpipe.estimators import Estimator
     from nadpipe.nads import NadError, computation
 
-    monkeypatch.setitem(ESTIMATORS, "secant", Estimator("a new one", "nadpipe.nads:secant"))
-    with pytest.raises(NadError, match=r"'secant': its computation 'nadpipe.nads:secant'"):
+    monkeypatch.setitem(ESTIMATORS, "secant", Estimator("a new one"))
+    with pytest.raises(NadError, match=r"'secant' \(nadpipe.estimators\) has no computation"):
         compute_nads(RandomLinear, NadSettings("secant", n_networks=4), SHAPE, progress=False)
     with pytest.raises(ValueError, match="estimator must be one of " + ", ".join(ESTIMATORS)):
         NadSettings("nope")  # an unknown name: refused where the settings are made

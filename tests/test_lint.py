@@ -50,3 +50,20 @@ def test_conda_env_pins_every_runtime_dependency():
         assert conda_name.get(name, name) in pins, f"{name} is not in envs/nadpipe.yaml"
     deploy = (REPO / "envs" / "nadpipe.post-deploy.sh").read_text()
     assert "pip install --no-deps" in deploy and "NADPIPE_REPO" in deploy
+
+
+def test_every_job_a_script_names_is_in_the_job_table_and_resolves():
+    # jobs are named, not addressed by "module:function" strings: a script's name that the
+    # table lacks would fail only when its rule runs
+    from nadpipe.jobtable import JOBS, job
+
+    named = {
+        m[1]
+        for script in (REPO / "workflow" / "scripts").glob("*.py")
+        for m in re.finditer(r"worker\.run\(\s*\"(\w+)\"", script.read_text())
+    }
+    assert named == set(JOBS)
+    assert all(callable(job(name)) for name in JOBS)
+    assert not re.search(r"\"nadpipe\.\w+:\w+\"", "".join(
+        p.read_text() for p in (*(REPO / "workflow").rglob("*.py"), *(REPO / "src").rglob("*.py"))
+    ))  # fmt: skip

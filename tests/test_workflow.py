@@ -200,7 +200,7 @@ def test_a_job_that_fails_in_the_warm_server_is_said_by_its_root_cause(tmp_path,
     try:  # an OSError: its message and errno, not only the last exception's riddle
         code = (
             "from nadpipe.runner import worker as w; "
-            "w.run('nadpipe.io:save_json', 1, '/dev/full/x')"
+            "w.run('resolved_config', {}, '/dev/full/x', '/dev/full/y')"
         )
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert res.returncode == 1 and "File exists (EEXIST: /dev/full)" in res.stderr, res.stderr

@@ -1,9 +1,8 @@
-"""The NAD estimators by name: what each estimates, which NAD settings only it reads, and its
-computation. Torch-free (the computation is named, "module:function", and imported where NADs
-are computed): the config, the schema's valid values, the command's choices and help, the
-report, the warnings and nadpipe.nads take them from here. A new estimator is an entry here and
-its function: (nets, x0, step, batch_size, plan, done, together) -> (n, n_points, d)
-sensitivities (nadpipe.nads.by_dipole and .by_gradient are the two)."""
+"""The NAD estimators by name: what each estimates and which NAD settings only it reads.
+Torch-free: the config, the schema's valid values, the command's choices and help, the report,
+the warnings and nadpipe.nads take them from here. A new estimator is an entry here and its
+computation in nadpipe.nads.COMPUTATIONS, a function (nets, x0, step, batch_size, plan, done,
+together) -> (n, n_points, d) sensitivities (by_dipole and by_gradient are the two)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Estimator:
     about: str  # what it estimates (the command's help, the schema, the docs)
-    compute: str  # its computation, "module:function" (nadpipe.nads.computation imports it)
     reads: tuple[str, ...] = ()  # NAD settings only it reads (given with another: a warning)
     published: bool = False  # estimates the published NADs; a run with another is told once
 
@@ -22,14 +20,12 @@ ESTIMATORS = {
     "dipole": Estimator(
         "the NAD paper's central difference (f(x0 + h e_k) - f(x0 - h e_k)) / 2h with a large "
         "step h: the published NADs",
-        "nadpipe.nads:by_dipole",
         reads=("step", "windowed"),
         published=True,
     ),
     "gradient": Estimator(
         "the input gradient at x0 by autograd: cheaper, but another object, the dipole's "
         "step-0 limit, not the published NADs",
-        "nadpipe.nads:by_gradient",
     ),
 }
 

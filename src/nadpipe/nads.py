@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 import math
 import os
 import time
@@ -145,21 +144,18 @@ def dipole_plan(template: nn.Module, settings: NadSettings, shape: Shape, device
 
 
 def computation(name: str) -> Callable:
-    """The computation of the estimator `name`: its registry entry's `compute`
-    (nadpipe.estimators). An unknown name, or an entry whose computation does not exist, fails
-    here, naming it: no estimator falls through to another's computation."""
-    entry = ESTIMATORS.get(name)
-    if entry is None:
+    """The computation of the estimator `name` (COMPUTATIONS). An unknown name, or an entry of
+    nadpipe.estimators without its computation, fails here, naming it: no estimator falls
+    through to another's computation."""
+    if name not in ESTIMATORS:
         known = ", ".join(ESTIMATORS)
         raise NadError(f"unknown NAD estimator {name!r}; the registered ones: {known}")
-    module, _, function = entry.compute.partition(":")
-    found = getattr(importlib.import_module(module), function, None) if function else None
-    if not callable(found):
+    if name not in COMPUTATIONS:
         raise NadError(
-            f"NAD estimator {name!r}: its computation {entry.compute!r} (nadpipe.estimators) is "
-            f"not a function of an importable module"
+            f"NAD estimator {name!r} (nadpipe.estimators) has no computation in "
+            f"nadpipe.nads.COMPUTATIONS"
         )
-    return found
+    return COMPUTATIONS[name]
 
 
 def batched_sensitivities(
@@ -269,6 +265,10 @@ class _Planned(nn.Module):
 
     def forward(self, x0, deltas, start: int, stop: int) -> torch.Tensor:
         return self.plan[0](self.net, x0, deltas, slice(start, stop))
+
+
+# each estimator's computation (nadpipe.estimators names and describes them)
+COMPUTATIONS: dict[str, Callable] = {"dipole": by_dipole, "gradient": by_gradient}
 
 
 @torch.inference_mode()

@@ -5,7 +5,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 summary = worker.run(
-    "nadpipe.tables:aggregate_job",
+    "aggregate",
     list(sm.input.evaluations),
     sm.output.summary,
     sm.output.runs,

@@ -16,7 +16,7 @@ else:
 
     batch = next(Batch.of(b) for b in load_json(os.environ[BATCHES_ENV]) if b["name"] == sm.rule)
     summary = worker.run(
-        "nadpipe.jobs:train_together_job",
+        "train_together",
         list(batch.jobs),
         batch.nads[0] if batch.nads else None,
         list(sm.output),

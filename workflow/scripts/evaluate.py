@@ -6,7 +6,7 @@ from nadpipe.runner import worker
 sm = snakemake
 nads = list(sm.input.nads)  # empty for a study without NADs
 summary = worker.run(
-    "nadpipe.jobs:evaluate_job",
+    "evaluate",
     sm.params.job,
     nads[0] if nads else None,
     sm.input.model,

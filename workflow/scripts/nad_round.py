@@ -4,7 +4,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 worker.run(
-    "nadpipe.jobs:nad_round_job",
+    "nad_round",
     sm.params.job,
     list(sm.input.shards),
     sm.params.min_overlap,

@@ -4,7 +4,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 worker.run(
-    "nadpipe.jobs:nad_shard_job",
+    "nad_shard",
     sm.params.job,
     sm.output.shard,
     sm.output.summary,

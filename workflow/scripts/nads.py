@@ -8,7 +8,7 @@ from nadpipe.runner import worker
 sm = snakemake
 took = load_json(sm.input.converged) if "converged" in sm.input.keys() else {}
 summary = worker.run(
-    "nadpipe.jobs:nads_job",
+    "nads",
     sm.params.job,
     sm.output.artifact,
     sm.output.npy,

@@ -5,7 +5,7 @@ from nadpipe.runner import worker
 sm = snakemake
 w = sm.wildcards
 worker.run(
-    "nadpipe.plots:draw",
+    "plot",
     sm.params.function,
     list(sm.input),
     w.study,

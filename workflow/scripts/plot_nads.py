@@ -5,7 +5,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 verdict = worker.run(
-    "nadpipe.plots:nad_figure_job",
+    "plot_nads",
     sm.input[0],
     sm.wildcards.arch,
     sm.output[0],

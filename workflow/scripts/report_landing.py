@@ -4,7 +4,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 worker.run(
-    "nadpipe.report:landing_page",
+    "report_landing",
     sm.params.config,
     list(sm.input.summaries),
     list(sm.input.nads),

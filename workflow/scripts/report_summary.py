@@ -4,7 +4,7 @@ report."""
 from nadpipe.runner import worker
 
 worker.run(
-    "nadpipe.report:summary_table_job",
+    "report_summary",
     snakemake.input[0],
     snakemake.output[0],
     log=snakemake.log[0],

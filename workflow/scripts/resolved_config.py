@@ -4,7 +4,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 worker.run(
-    "nadpipe.report:resolved_config_job",
+    "resolved_config",
     sm.params.config,
     sm.output.yaml,
     sm.output.page,

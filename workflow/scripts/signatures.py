@@ -4,7 +4,7 @@ from nadpipe.runner import worker
 
 sm = snakemake
 worker.run(
-    "nadpipe.signatures:signatures_job",
+    "signatures",
     list(sm.input),
     sm.params.archs,
     sm.params.shapes,

@@ -6,7 +6,7 @@ from nadpipe.runner import worker
 sm = snakemake
 nads = list(sm.input.nads)  # empty for a study without NADs
 summary = worker.run(
-    "nadpipe.jobs:train_job",
+    "train",
     sm.params.job,
     nads[0] if nads else None,
     list(sm.output.model),

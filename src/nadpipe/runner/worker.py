@@ -134,14 +134,17 @@ def usage(log: str | os.PathLike) -> Iterator[None]:
             )
 
 
-def resolve(target: str) -> Callable:
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+def resolve(name: str) -> Callable:
+    """The function of the job `name` (nadpipe.jobtable: the science's table of jobs, which
+    the runner only looks names up in)."""
+    from ..jobtable import job
+
+    return job(name)
 
 
 def warm(target: str) -> Callable:
-    """Import the job function `target` ("module:function") and the modules it names in its
-    `warm` attribute (those it imports only while it runs, e.g. torch._dynamo, which an
+    """Import the function of the job `target` (a name in nadpipe.jobtable) and the modules it
+    names in its `warm` attribute (those it imports only while it runs, e.g. torch._dynamo, which an
     optimizer's first step imports: 1.5 s; a tuple of names, or a function that returns them
     from the environment the server shares with the run): what the server does once, before it
     forks the first job of `target`. Returns the function."""
@@ -194,9 +197,9 @@ def _connect(path: str, wait: float = 30.0) -> socket.socket | None:
 
 
 def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int = 0, **kwargs):
-    """Run the job `target` ("module:function") with these arguments: in the local run's warm
-    server when there is one, else in this process. Returns what the function returns; raises
-    SystemExit(1) when it fails (its traceback is in the job's log)."""
+    """Run the job `target` (a name in nadpipe.jobtable) with these arguments: in the local
+    run's warm server when there is one, else in this process. Returns what the function
+    returns; raises SystemExit(1) when it fails (its traceback is in the job's log)."""
     where = os.environ.get(ENV, "")
     path, _, owner = where.rpartition(":")
     conn = None
