@@ -53,10 +53,38 @@ def main(argv: list[str]) -> int:
     found = out.split("What the results show:")[1].split("The report")[0]
     print(f"default study: {seconds / 60:.1f} minutes on {cpu_name()}, {_cores()} cores")
     print("What the results show:" + found.rstrip())
+    print("The README's table of one run's verdicts:")
+    print(table(work / "results/nad_pairs/summary.parquet"))
     print(f"wrote {REPO / 'docs/images/reliance_lenet.png'} (from {work})")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def table(summary: Path) -> str:
+    """The README's table: per cell with i != j, LeNet's and the MLP's verdict in the words of
+    nadpipe.findings, with the seeds' reliance angles (or test accuracy, where not learned)."""
+    import pandas as pd
+
+    from nadpipe.findings import VERDICTS, cell_verdicts
+
+    df = pd.read_parquet(summary)
+    both = df[(df["split"] == "test") & (df["condition"] == "both")]
+
+    def said(v) -> str:
+        if v.verdict == "not learned":
+            acc = both[(both.arch == v.arch) & (both.nad_i == v.nad_i) & (both.nad_j == v.nad_j)]
+            lo, hi = 100 * acc["accuracy"].min(), 100 * acc["accuracy"].max()
+            return f"not learned, test accuracy {lo:.1f}–{hi:.1f} %"
+        lo, hi = f"{v.reliance_min:.1f}", f"{v.reliance_max:.1f}"
+        return f"{VERDICTS[v.verdict]}, {lo if lo == hi else f'{lo}–{hi}'}°"
+
+    cells = {a: cell_verdicts(df[df["arch"] == a]) for a in ("lenet", "mlp")}
+    rows = ["| cell (i, j) | LeNet | MLP |", "| --- | --- | --- |"]
+    for le, ml in zip(*(c.itertuples() for c in cells.values()), strict=True):
+        if le.nad_i != le.nad_j:
+            rows.append(f"| ({le.nad_i}, {le.nad_j}) | {said(le)} | {said(ml)} |")
+    return "\n".join(rows)
 
 
 def _cores() -> int:

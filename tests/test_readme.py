@@ -95,3 +95,26 @@ def test_the_command_line_block_runs_as_written(tmp_path):
     assert torch.load(tmp_path / "cnn.pt", weights_only=True)["vectors"].shape == (3072, 3072)
     assert (tmp_path / "cnn.png").stat().st_size > 10_000
     assert re.search(r"^10 +0\.\d{3}", outs[3].stdout, re.M)  # overlaps of the two bases
+
+
+def test_the_readmes_findings_are_the_verdicts_and_bounds_the_run_computes():
+    # a README finding held on one CPU and failed on another ("within 6° on the AMD EPYC"):
+    # it now states the run's own verdict words and bounds, computed from config.yaml, and
+    # labels the angles as one run's (docs/regenerate_readme.py prints that table from a run)
+    import yaml
+    from conftest import SCHEMA
+
+    from nadpipe import config as nc
+    from nadpipe.findings import VERDICTS, margin_angle, margin_band
+
+    cfg = nc.load_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)[0]
+    pairs = cfg.studies["nad_pairs"]
+    m = margin_angle(pairs.eps1, pairs.eps2)
+    assert f"within ±{margin_band(m):.1f}° of atan(ε₂/ε₁) = {m:.1f}°" in README
+    assert "One run's verdicts" in README and "Provenance: nadpipe" in README
+    table = README.split("One run's verdicts")[1].split("\n\n")[1]
+    cells = [line.split(" | ")[1:] for line in table.splitlines()[2:]]
+    pairs_ij = {(i, j) for i in pairs.indices for j in pairs.indices if i != j}
+    assert len(cells) == len(pairs_ij)
+    for said in (c.strip(" |") for row in cells for c in row):
+        assert said.split(",")[0] in VERDICTS.values(), said
