@@ -171,7 +171,7 @@ def train_here(monkeypatch, caplog):
     import logging
     from contextlib import nullcontext
 
-    from nadpipe.backend import ENV
+    from nadpipe.io import RUN_ENV as ENV
     from nadpipe.jobs import train_job
 
     def train(job, outs, cwd, backend=None, call=None) -> str:

@@ -253,7 +253,7 @@ def kill_mid_epoch(
     `cwd` on one thread with `backend` in its environment as the Snakefile hands it, until it
     kills itself in epoch KILL_AFTER + 1; returns what it said. `call`: (a function of
     nadpipe.jobs, its arguments) to run instead of train_job (a batch's job)."""
-    from nadpipe.backend import ENV
+    from nadpipe.io import RUN_ENV as ENV
 
     args = Path(outs[0][0]).with_suffix(".args.pkl")
     args.write_bytes(pickle.dumps(call or ("train_job", (job, None, *outs))))

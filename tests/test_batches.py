@@ -41,6 +41,12 @@ def plan(tmp_path):
     return Plan(nc.load_config(CONFIG, SCHEMA)[0], str(tmp_path / "results"))
 
 
+def batches(plan, size: int, forced=frozenset):
+    """The plan's batches with gpus.batch_cells at `size`, on an accelerator."""
+    cfg = nc.load_config({**CONFIG, "gpus": {"batch_cells": size}}, SCHEMA)[0]
+    return Plan(cfg, plan.root).batches(True, forced)
+
+
 def _alone(plan, arch, variant, out):
     job = plan.train_job("fourier", arch, variant, (0,))
     model, record = str(out / f"{arch}_{variant}.pt"), str(out / f"{arch}_{variant}.json")
@@ -164,7 +170,7 @@ def test_a_batch_out_of_device_memory_trains_in_halves(plan, tmp_path, monkeypat
 def test_the_plan_batches_only_stale_cells_in_chunks_of_the_batch_size(plan, tmp_path):
     cells = plan.batch_cells()
     assert len(cells) == 8 and all(c.ahead.startswith(plan.root) for c in cells)
-    found = plan.batches(4)
+    found = batches(plan, 4)
     assert [len(b.jobs) for b in found] == [4, 4]  # per architecture
     assert len({a for b in found for a in b.aheads}) == 8
     # two cells of LeNet trained and up to date: the other two train together, alone in chunk
@@ -174,14 +180,14 @@ def test_the_plan_batches_only_stale_cells_in_chunks_of_the_batch_size(plan, tmp
         open(cell.model, "w").close()
         with open(cell.record, "w") as f:
             json.dump({"spec_key": batching.spec_key(cell.job)}, f)
-    found = plan.batches(4)
+    found = batches(plan, 4)
     assert [len(b.jobs) for b in found] == [4, 2]
     assert cells[4].ahead not in found[1].aheads and cells[6].ahead in found[1].aheads
     # a record made for another spec is stale; --forcerun train makes every cell stale
     with open(cells[4].record, "w") as f:
         json.dump({"spec_key": "another"}, f)
-    assert [len(b.jobs) for b in plan.batches(4)] == [4, 3]
-    assert [len(b.jobs) for b in plan.batches(4, lambda: frozenset({"train"}))] == [4, 4]
-    assert [len(b.jobs) for b in plan.batches(3)] == [3, 3]  # a chunk of one trains alone
-    assert plan.batches(1) == []
+    assert [len(b.jobs) for b in batches(plan, 4)] == [4, 3]
+    assert [len(b.jobs) for b in batches(plan, 4, lambda: frozenset({"train"}))] == [4, 4]
+    assert [len(b.jobs) for b in batches(plan, 3)] == [3, 3]  # a chunk of one trains alone
+    assert batches(plan, 1) == []
     assert all(stackable(c.job) for c in cells)

@@ -118,7 +118,8 @@ print(json.dumps(out))
     # a deterministic run's NAD and evaluation jobs switch it on (setup): the server imports it
     code = """
 import os, sys
-from nadpipe.backend import ENV, Backend, setup
+from nadpipe.backend import Backend, setup
+from nadpipe.io import RUN_ENV as ENV
 from nadpipe.runner.worker import warm
 os.environ[ENV] = Backend(device="cpu", deterministic=True).to_env()
 warm("evaluate")

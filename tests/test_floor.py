@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 from as_installed import FLOOR_DIR, floor
 from conftest import REPO
+from test_lint import PROBE
 
 from nadpipe.acceptance import micro_config
 from nadpipe.cifar import write_cifar10_like
@@ -28,6 +29,13 @@ def test_the_micro_study_runs_at_the_declared_snakemake_floor(tmp_path):
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     assert version.split(".")[:2] == floor().split(".")[:2] and version != "", version
     assert min_version() == floor()  # the Snakefile's own floor is the declared one
+    # what nadpipe reads of Snakemake's internals (nadpipe.runner.surface), at the floor
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "Snakefile").write_text(PROBE)
+    probe = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1"],
+                           cwd=tmp_path / "probe", env=env, capture_output=True,
+                           text=True)  # fmt: skip
+    assert "nadpipe.runner.surface lacks: []" in probe.stdout + probe.stderr, probe.stderr[-2000:]
 
     write_cifar10_like(str(tmp_path / "cifar"), n_train=96, n_test=48, seed=2)
     (tmp_path / "micro.yaml").write_text(yaml.safe_dump(micro_config("cifar")))

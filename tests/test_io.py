@@ -71,7 +71,7 @@ def test_truncated_artifacts_name_the_file_and_the_rebuild_command(
         read(path)
     assert f"{name} cannot be read" in str(outside.value) and "snakemake" not in str(outside.value)
     # in a job of a run started with a config file: the command repeats it
-    monkeypatch.setenv(RUN_ENV, json.dumps(["--configfile", "tiny study.yaml"]))
+    monkeypatch.setenv(RUN_ENV, json.dumps({"options": ["--configfile", "tiny study.yaml"]}))
     with pytest.raises(ArtifactError) as inside:
         read(path)
     assert str(inside.value).endswith(

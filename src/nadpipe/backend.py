@@ -15,9 +15,9 @@ The device rule:
 tests/test_device.py runs every job under `torch.device("meta")`: a tensor made without a device
 anywhere below a job lands on the meta device and fails as soon as it meets a real one.
 
-The Snakefile passes the `gpus` block's switches to the jobs through the environment (`ENV`,
-like the slot pool), so changing them reruns nothing; each training record and summary row
-states the device and switches it ran with.
+The Snakefile passes the `gpus` block's switches to the jobs through the environment (the
+run's one variable, nadpipe.io.RUN_ENV, like the slot pool), so changing them reruns nothing;
+each training record and summary row states the device and switches it ran with.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-ENV = "NADPIPE_BACKEND"  # JSON of a `Backend`, set by the Snakefile for its jobs
+from .io import run_values
+
 DEVICES = ("auto", "cpu", "cuda")
 CUBLAS_WORKSPACE = ":4096:8"  # what cuBLAS needs for deterministic results (CUDA >= 10.2)
 
@@ -60,13 +61,14 @@ class Backend:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
 
     def to_env(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        """The run's variable (nadpipe.io.RUN_ENV) with these switches: what a job is handed."""
+        return json.dumps({**run_values(), "backend": asdict(self)}, sort_keys=True)
 
     @classmethod
     def from_env(cls) -> Backend:
         """The switches the Snakefile set for this job; the defaults outside the workflow."""
-        text = os.environ.get(ENV)
-        return cls(**json.loads(text)) if text else cls()
+        given = run_values().get("backend")
+        return cls(**given) if given else cls()
 
 
 def accelerated(device) -> bool:

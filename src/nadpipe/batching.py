@@ -33,8 +33,6 @@ from dataclasses import dataclass
 
 from .settings import plain
 
-BATCHES_ENV = "NADPIPE_BATCHES"  # where a job finds this run's batches (paths.BATCHES)
-
 
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:24]

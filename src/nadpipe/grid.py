@@ -290,9 +290,12 @@ class Plan:
             out.append(batching.Cell(job, model, record, ahead, tuple(nads), tuple(cifar)))
         return out
 
-    def batches(self, size: int, forced=frozenset) -> list[batching.Batch]:
-        """The cells this run trains together, `size` at a time (nadpipe.batching); `forced()`:
-        the rules Snakemake reruns whatever their outputs (--forcerun; "all" for -F)."""
+    def batches(self, accelerated: bool, forced=frozenset) -> list[batching.Batch]:
+        """The cells this run trains together (nadpipe.batching), as many at a time as
+        `gpus.batch_cells` says for jobs that find an accelerator or not (`accelerated`);
+        `forced()`: the rules Snakemake reruns whatever their outputs (--forcerun; "all" for
+        -F)."""
+        size = self.cfg.gpus.backend().batch_size(accelerated)
         if size <= 1:
             return []
 

@@ -104,12 +104,27 @@ def save_text(text: str, path: str | os.PathLike) -> None:
     atomic_write(path, write)
 
 
-RUN_ENV = "NADPIPE_RUN_OPTIONS"  # JSON: the options that say which run this is (runner.runs)
+# What a run's jobs need of it, in one variable (JSON), set by nadpipe.runner.Run while
+# Snakemake parses: "options" (the options that say which run this is, runner.runs), "backend"
+# (nadpipe.backend), "slots" and "lock_dir" (runner.slots), "study_modules", "repo" (the
+# checkout, for the conda post-deploy script), "batches" (the file of this run's batches).
+# Through the environment, not params, so that none of them reruns a job when it changes.
+RUN_ENV = "NADPIPE_RUN"
+
+
+def run_values() -> dict:
+    """This run's values for its jobs (empty outside a workflow run)."""
+    return json.loads(os.environ.get(RUN_ENV) or "{}")
+
+
+def set_run_values(**values) -> None:
+    """Add these to this run's values, for this process and the jobs it starts."""
+    os.environ[RUN_ENV] = json.dumps({**run_values(), **values}, sort_keys=True)
 
 
 def in_workflow() -> bool:
     """Whether this process is a job of a workflow run (else: the `nadpipe` command, Python)."""
-    return RUN_ENV in os.environ
+    return "options" in run_values()
 
 
 def snakemake_command(*args: str) -> str:
@@ -118,7 +133,7 @@ def snakemake_command(*args: str) -> str:
     nadpipe.runner.runs.run_options), then `args`, quoted for a shell."""
     import shlex
 
-    options = json.loads(os.environ.get(RUN_ENV, "[]"))
+    options = run_values().get("options", [])
     return shlex.join(["snakemake", *options, *map(str, args)])
 
 
@@ -174,9 +189,6 @@ def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame
 
 
 STUDIES_ENV = "NADPIPE_STUDIES"  # modules that register studies of their own, comma-separated
-# the config's study_modules, set by the Snakefile for its jobs (comma-separated)
-RUN_STUDIES_ENV = "NADPIPE_RUN_STUDY_MODULES"
-REPO_ENV = "NADPIPE_REPO"  # the checkout, for the conda post-deploy script
 
 
 def keep(paths: list[str], kept: str, root: str) -> None:

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .io import RUN_STUDIES_ENV, STUDIES_ENV, derive_seed, generator
+from .io import STUDIES_ENV, derive_seed, generator, run_values
 from .settings import (
     OMIT_DEFAULT,
     CifarData,
@@ -796,7 +796,7 @@ def _env_modules(variable: str) -> list[str]:
 
 
 # the study modules of a run's config (its jobs), and those of the environment variable
-load_modules(_env_modules(RUN_STUDIES_ENV), lambda i: f"config key 'study_modules.{i}'")
+load_modules(run_values().get("study_modules", []), lambda i: f"config key 'study_modules.{i}'")
 load_modules(_env_modules(STUDIES_ENV), lambda i: f"environment variable {STUDIES_ENV}")
 
 

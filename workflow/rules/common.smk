@@ -1,29 +1,29 @@
 # Shared by all stages: the validated config and its plan (nadpipe.config, nadpipe.grid), the
 # run machinery, wildcard constraints and input functions. The grid logic lives in
 # nadpipe.grid, where the tests can import it.
+
 import os
-from pathlib import Path
 
 from nadpipe import batching as nb
 from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
 from nadpipe import paths as npath
-from nadpipe.runner import Run, refusals
+from nadpipe.runner import Run, refusals, surface
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, variant_pattern
 
 with refusals():  # said in nadpipe's words, without Snakemake's traceback lines
     # a key given twice in the config files (YAML would keep the last without a word)
-    for _file in workflow.config_settings.configfiles or []:
+    for _file in surface.config_files(workflow):
         nc.check_yaml(_file)
     CFG, WARNINGS = nc.load_config(
         config,
         workflow.source_path("../schemas/config.schema.yaml"),
-        workflow.config_settings.config,  # --config values, typed as in a file
+        surface.config_overrides(workflow),  # --config values, typed as in a file
     )
     # every result under one folder per config file (nadpipe.config.results_root)
-    R = nc.results_root(CFG, workflow.config_settings.configfiles)
+    R = nc.results_root(CFG, surface.config_files(workflow))
     PLAN = ng.Plan(CFG, R)
     # the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
     # slot pool, how many cells train together); it starts with the jobs (the Snakefile's onstart)
@@ -53,9 +53,6 @@ def benchmarks(name):
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
 # script installs nadpipe from this checkout.
 CONDA_ENV = "../../envs/nadpipe.yaml"
-os.environ[nio.REPO_ENV] = str(Path(workflow.basedir).resolve())
-# the config's studies of one's own, imported by every job (nadpipe.studies)
-os.environ[nio.RUN_STUDIES_ENV] = ",".join(CFG.study_modules)
 
 
 wildcard_constraints:
@@ -73,13 +70,11 @@ BATCHES = [
     nb.Batch.of(b)
     for b in RUN.shared(
         npath.at(npath.BATCHES, R),
-        lambda: [b.plain() for b in PLAN.batches(RUN.batch_size, RUN.forced)],
+        lambda: [b.plain() for b in PLAN.batches(RUN.accelerated, RUN.forced)],
     )
     or []
 ]
 TRAINED_AHEAD = {a for b in BATCHES for a in b.aheads}
-# where the jobs that write ahead files (workflow/scripts/ahead.py) find this run's batches
-os.environ[nb.BATCHES_ENV] = os.path.abspath(npath.at(npath.BATCHES, R))
 
 
 def train_gpu(w):

@@ -9,8 +9,10 @@ localrules:
     trains_alone,
 
 
-# trains_alone (batch None), then this run's batches: defined by one loop so that Snakemake sees
-# one source text for both (its provenance of a rule's code is the rule's lines)
+# trains_alone (batch None), then this run's batches. A loop, since a batch's outputs are its
+# cells' ahead files, a list no wildcard pattern gives; one loop for both, since Snakemake's
+# provenance of a rule's code is its lines. A batch's job finds its cells in the run's batches
+# file (nadpipe.io.run_values), not params, which would be part of the ahead file's provenance.
 for batch in [None, *BATCHES]:
 
     rule:
@@ -59,6 +61,7 @@ rule train:
         "../scripts/train.py"
 
 
+# a loop, since a study's seeds are one job's outputs: a list of a length no wildcard gives
 for grouped in PLAN.grouped():
 
     rule:

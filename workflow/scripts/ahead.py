@@ -2,19 +2,17 @@
 (train_together_N) trains its cells together into them, and each cell's own job claims its
 result; trains_alone leaves them empty (the cell trains in its own job)."""
 
-import os
-
 sm = snakemake
 if sm.rule == "trains_alone":  # one job per cell that trains alone: it imports nothing
     for path in sm.output:
         open(path, "w").close()
 else:
-    from nadpipe.batching import BATCHES_ENV, Batch
-    from nadpipe.io import load_json
+    from nadpipe.batching import Batch
+    from nadpipe.io import load_json, run_values
     from nadpipe.log import say
     from nadpipe.runner import worker
 
-    batch = next(Batch.of(b) for b in load_json(os.environ[BATCHES_ENV]) if b["name"] == sm.rule)
+    batch = next(Batch.of(b) for b in load_json(run_values()["batches"]) if b["name"] == sm.rule)
     summary = worker.run(
         "train_together",
         list(batch.jobs),

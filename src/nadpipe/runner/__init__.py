@@ -4,10 +4,13 @@
 - parsing (every Snakemake command: a run, -n, --report, --lint, --unlock, --summary, a
   profile's calls) only reads and plans: it stops the command while another run executes jobs
   that write its results folder (runs.check), or when that folder is another config file's,
-  or --config is repeated; it plans the GPU slot pool (slots), says how many cells train
-  together (`batch_size`: the plan decides which, nadpipe.batching) and hands the jobs where they
-  compute through the environment; what the main process planned reaches the jobs Snakemake
-  starts elsewhere (SLURM), which parse the workflow again, through `shared`;
+  or --config is repeated; it plans the GPU slot pool (slots), says whether the compute jobs
+  find a GPU (`accelerated`: the plan decides from it which cells train together,
+  nadpipe.batching) and hands the jobs what they need of the run in one environment variable
+  (nadpipe.io.RUN_ENV); what the main process planned reaches the jobs Snakemake starts
+  elsewhere (SLURM), which parse the workflow again, through `shared`;
+- what it reads of Snakemake beyond a Snakefile's documented objects, it reads through
+  `surface`, and nowhere else;
 - `start`, Snakemake's onstart, which only a run that executes jobs reaches: takes the run lock
   of its results folder and records the config files that write it, writes what is `shared`,
   remembers the model checks that passed (nadpipe.verdicts), starts the warm job server
@@ -29,7 +32,8 @@ import time
 from typing import Any
 
 from ..log import WARNING
-from . import slots
+from ..paths import BATCHES, at
+from . import slots, surface
 
 # runs (and the provenance it reads) is imported where a Run uses it: every job script imports
 # this package for its worker, 0.05 s a job otherwise
@@ -57,10 +61,11 @@ class Run:
     folder, `warnings` what the config check found (said now and again at the end)."""
 
     def __init__(self, workflow: Any, cfg: Any, plan: Any, results: str, warnings: list[str]):
+        from dataclasses import asdict
+
         from snakemake.logging import logger
 
-        from .. import backend
-        from ..io import RUN_ENV
+        from ..io import set_run_values
         from . import runs
 
         self.plan, self.results, self.warnings = plan, results, warnings
@@ -69,21 +74,22 @@ class Run:
         self._shared: dict[str, Any] = {}  # path -> what start() writes there for the jobs
         self.server = None  # the warm job server (worker), from start() to end()
         self.ended = False
-        self.warm = not workflow.deployment_settings.deployment_method  # jobs run here
-        self.main = workflow.is_main_process  # not a job Snakemake starts elsewhere (SLURM)
+        self.warm = not surface.deploys_software(workflow)  # jobs run here
+        self.main = surface.main_process(workflow)  # not a job started elsewhere (SLURM)
         # the config files whose name gave the results folder (None: the `results` key did)
-        self.owners = None if cfg.results is not None else workflow.config_settings.configfiles
+        self.owners = None if cfg.results is not None else surface.config_files(workflow)
         if self.main:
-            refused = runs.repeated_config(sys.argv)
+            argv = surface.command_line()
+            refused = runs.repeated_config(argv)
             if refused:
                 raise runs.CommandRefused(refused)
             # every command nadpipe suggests, in the jobs too, repeats the run's own options
-            os.environ[RUN_ENV] = json.dumps(runs.run_options(sys.argv))
+            set_run_values(options=runs.run_options(argv))
             self.warnings += runs.check(results)
             refused = self.owners is not None and runs.owner_message(results, self.owners)
             if refused:
                 raise runs.CommandRefused(refused)
-            if not workflow.output_settings.dryrun:
+            if not surface.dry_run(workflow):
                 runs.summarise_at_exit(
                     plan.final_outputs, self.warnings, lambda: self.ended, results, plan.findings
                 )
@@ -94,7 +100,7 @@ class Run:
         # passed through the environment so that changing them reruns nothing. Only jobs that
         # run here share a pool: under a cluster executor each job has the GPUs its scheduler
         # gave it, and the GPUs of the machine that submits say nothing of them.
-        self.local = bool(workflow.local_exec)
+        self.local = surface.jobs_run_here(workflow)
         here = cfg.gpus.device != "cpu" and self.local
         gpus = slots.visible_gpus() if here else []
         if cfg.gpus.device == "cuda" and self.local and not gpus and self.main:
@@ -105,33 +111,37 @@ class Run:
             )
             self.warnings.append(said)
             logger.warning(f"{WARNING} {said}")
-        resource = workflow.global_resources.get("gpu")
+        resource = surface.gpu_resource(workflow)
         self.slots = slots.pool(
             slots.slot_count(cfg.gpus.slots, resource, len(gpus), cfg.gpus.jobs_per_gpu), gpus
         )
         if self.slots and resource is None:
             # without --resources gpu=N: at most one GPU job per slot at once
-            workflow.register_resource("gpu", len(self.slots))
+            surface.limit_gpu_jobs(workflow, len(self.slots))
         # the gpu resource of a compute job: none with gpus.device cpu (SLURM then asks none)
         self.gpu_job = 0 if cfg.gpus.device == "cpu" else 1
-        # how many stale cells train together (nadpipe.batching): 64 where jobs find a GPU
-        self.batch_size = cfg.gpus.backend().batch_size(
-            bool(self.gpu_job) and (bool(self.slots) or not self.local)
+        # the one fact the plan's batches need of the run: do its compute jobs find a GPU
+        self.accelerated = bool(self.gpu_job) and (bool(self.slots) or not self.local)
+        # what the jobs need of this run, in one variable (nadpipe.io.RUN_ENV)
+        set_run_values(
+            slots=self.slots,
+            lock_dir=os.path.abspath(cfg.gpus.lock_dir),
+            backend=asdict(cfg.gpus.backend()),
+            repo=str(os.path.realpath(workflow.basedir)),  # documented: the Snakefile's folder
+            study_modules=list(cfg.study_modules),
+            batches=os.path.abspath(at(BATCHES, results)),
         )
-        os.environ[slots.SLOTS_ENV] = ",".join(self.slots)
-        os.environ[slots.LOCK_DIR_ENV] = os.path.abspath(cfg.gpus.lock_dir)
-        os.environ[backend.ENV] = cfg.gpus.backend().to_env()
-        if cfg.gpus.deterministic:  # read by cuBLAS when it starts: in every job from its start
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", backend.CUBLAS_WORKSPACE)
+        if cfg.gpus.deterministic:  # cuBLAS reads its own variable when it starts
+            from ..backend import CUBLAS_WORKSPACE
+
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         if self.main and self.slots:
             logger.info(f"nadpipe: {slots.describe(self.slots)}")
 
     def forced(self) -> frozenset[str]:
         """The rules this command reruns whatever their outputs (--forcerun, -R; "all" for
         -F): from its command line, as Snakemake reads it."""
-        from . import runs
-
-        return runs.forced(sys.argv) if self.main else frozenset()
+        return surface.forced(surface.command_line()) if self.main else frozenset()
 
     def shared(self, path: str, make: Any) -> Any:
         """What the main process plans as `make()` and the jobs Snakemake starts elsewhere (a
@@ -181,11 +191,7 @@ class Run:
             # Snakemake recorded the failed job's inputs and params for these outputs: without
             # that record, their old time against the newer inputs says they are to be remade;
             # where it cannot be dropped they would pass as current, so they go again
-            try:
-                from snakemake.io import IOFile
-
-                self.workflow.persistence.cleanup_metadata(IOFile(path))  # --cleanup-metadata
-            except Exception:  # noqa: BLE001 -- another Snakemake's internals: not put back
+            if not surface.forget_job_record(self.workflow, path):
                 os.unlink(path)
                 back.remove(path)
         if back:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from .. import provenance
 from ..log import WARNING
 from ..paths import AHEAD, KEPT, LOGS, OWNER, RUN_LOCK, at
+from . import surface
 
 # options that say which run this is, repeated in every command nadpipe suggests (a command
 # without them could plan another config's study in the same directory); those marked take
@@ -127,30 +128,6 @@ def run_options(argv: list[str]) -> list[str]:
     return out
 
 
-def forced(argv: list[str]) -> frozenset[str]:
-    """The rules a Snakemake command line reruns whatever their outputs (-R/--forcerun; "all"
-    for -F/--forceall), read with Snakemake's own argument parser: Snakemake parses the workflow
-    before it hands its DAG settings to it. Empty where `argv` is not Snakemake's (the API)."""
-    from snakemake.cli import get_argument_parser
-
-    # Snakemake's parser takes seconds to build: only where an option could be one of them
-    # (a short option cluster holding R or F, a long option starting --f, as argparse's
-    # abbreviations allow)
-    maybe = any(
-        a.startswith("--f")
-        or (a.startswith("-") and not a.startswith("--") and set(a) & {"R", "F"})
-        for a in argv[1:]
-    )
-    if not maybe:
-        return frozenset()
-    try:
-        args, _ = get_argument_parser().parse_known_args(argv[1:])
-    except (SystemExit, Exception):  # noqa: BLE001 -- not a command line Snakemake parses
-        return frozenset()
-    rules = {str(r) for r in (getattr(args, "forcerun", None) or ())}
-    return frozenset(rules | ({"all"} if getattr(args, "forceall", False) else set()))
-
-
 def take_lock(results: str = "results") -> str:
     """Hold the run lock of the results folder `results` (flock) for this process's lifetime;
     the kernel releases it however the process ends. Raise RunInProgress naming the holder when
@@ -171,9 +148,10 @@ def take_lock(results: str = "results") -> str:
     last = f.read().strip()
     f.seek(0)
     f.truncate()
+    argv = surface.command_line()
     f.write(
         f"snakemake pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}: "
-        f"{' '.join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))}\n"
+        f"{' '.join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv))}\n"
     )
     f.flush()
     _held = f
@@ -188,7 +166,7 @@ def orphans(root: str = ".", results: str = "results") -> list[int]:
 
     marks = [
         os.path.join(os.path.abspath(root), d)
-        for d in (".snakemake/scripts", os.path.join(results, ".nadpipe"))
+        for d in (surface.SCRIPTS, os.path.join(results, ".nadpipe"))
     ]
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
@@ -203,7 +181,7 @@ def locks_of(results: str, root: str = ".") -> list[str]:
     run of another results folder locks only its own files, and its locks are none of ours)."""
     folder = os.path.join(os.path.realpath(root), results, "")
     out = []
-    for path in glob.glob(os.path.join(root, ".snakemake", "locks", "*.lock")):
+    for path in surface.lock_files(root):
         with contextlib.suppress(OSError), open(path) as f:
             names = [os.path.join(os.path.realpath(root), n.strip()) for n in f if n.strip()]
         if any(os.path.normpath(n).startswith(folder) for n in names):
@@ -223,7 +201,7 @@ def killed_run_message(last: str, root: str = ".", results: str = "results") -> 
     if starting:  # its locks, taken before nadpipe's
         raise in_progress(f"snakemake pid {starting[0]}, starting", results)
     steps = [snakemake_command("--unlock")]
-    if glob.glob(os.path.join(root, ".snakemake", "incomplete", "*")):
+    if surface.has_incomplete(root):
         steps.append(snakemake_command("--cores", "all", "--rerun-incomplete"))
     else:
         steps.append(snakemake_command("--cores", "all"))
@@ -522,10 +500,7 @@ def summarise_at_exit(
     (it said so through its logger), say `up_to_date` on stderr and in Snakemake's log file.
     A run that ends otherwise before any job (Snakemake's lock held by a killed run, an error
     of its own) gets no line from nadpipe: Snakemake's message is the last word."""
-    import logging
     import time
-
-    from snakemake.common import NOTHING_TO_BE_DONE_MSG
 
     here = os.getcwd()  # Snakemake may have left the working directory by then
     # now, while Snakemake parses: its log of this run is written to after this (psutil's
@@ -534,12 +509,7 @@ def summarise_at_exit(
     born = time.time()
     said = []
 
-    class Nothing(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.getMessage() == NOTHING_TO_BE_DONE_MSG:
-                said.append(True)
-
-    logging.getLogger("snakemake.logging").addHandler(Nothing())  # Snakemake's logger, 9.0 on
+    surface.on_nothing_to_do(lambda: said.append(True))
 
     def at_exit() -> None:
         if ended() or not said:  # b879b52 said "nothing to do" after a LockException too
@@ -552,14 +522,8 @@ def summarise_at_exit(
                 os._exit(1)
             text = up_to_date(finals, warnings, results, findings)
             print(text, file=sys.stderr, flush=True)
-            # Snakemake's log file of this run: the first written to since this run parsed,
-            # where its documentation says ("Complete log: .snakemake/log/...")
-            made = [
-                p
-                for p in glob.glob(".snakemake/log/*.snakemake.log")
-                if os.path.getmtime(p) >= born
-            ]
-            for path in sorted(made, key=os.path.getctime)[:1]:
+            # Snakemake's log file of this run: the first written to since this run parsed
+            for path in surface.run_logs_since(born)[:1]:
                 with contextlib.suppress(OSError), open(path, "a") as f:
                     f.write(text + "\n")
 

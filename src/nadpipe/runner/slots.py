@@ -10,9 +10,9 @@ lock when the process ends, however it ends (SIGKILL included), so a dead job ne
 slot. On a machine without a GPU there is no pool. A `CUDA_VISIBLE_DEVICES` already set in the
 job (SLURM sets it per job) is honoured.
 
-The Snakefile passes the pool to jobs through the environment (`SLOTS_ENV`: the GPU of each
-slot, comma-separated; `LOCK_DIR_ENV`), not through params, so a different `--resources gpu=N`
-reruns nothing.
+The Snakefile passes the pool to jobs through the environment (the run's one variable,
+nadpipe.io.RUN_ENV: "slots", the GPU of each slot; "lock_dir"), not through params, so a
+different `--resources gpu=N` reruns nothing.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import os
 import time
 from collections.abc import Iterator
 
+from ..io import run_values
 from ..log import say
 
-SLOTS_ENV = "NADPIPE_GPU_SLOTS"
-LOCK_DIR_ENV = "NADPIPE_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = ".nadpipe/gpu_slots"
 
 
@@ -77,8 +76,7 @@ def describe(slots: list[str]) -> str:
 
 
 def _env_pool() -> list[str]:
-    text = os.environ.get(SLOTS_ENV, "")
-    return [d for d in text.split(",") if d]
+    return list(run_values().get("slots", []))
 
 
 def gpu_expected() -> bool:
@@ -98,7 +96,7 @@ def gpu_slot(
     sets. With every slot taken (more GPU jobs than slots), wait for one.
     """
     slots = _env_pool() if slots is None else slots
-    lock_dir = lock_dir or os.environ.get(LOCK_DIR_ENV, DEFAULT_LOCK_DIR)
+    lock_dir = lock_dir or run_values().get("lock_dir", DEFAULT_LOCK_DIR)
     given = os.environ.get("CUDA_VISIBLE_DEVICES")
     if given is not None and len([d for d in given.split(",") if d.strip()]) <= 1:
         yield given.strip() or None  # set by SLURM or the user: use it as it is
