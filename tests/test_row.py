@@ -12,11 +12,10 @@ from nadpipe import row
 from nadpipe.studies import REGISTRY
 
 
-def _rows(**change):
-    parts = dict(
+def _rows(rows=None, **change):
+    values = dict(
         key={"study": "s", "arch": "a", "variant": "i0_j1", "protocol": None, "seed": 0},
         variant={"nad_i": 0, "nad_j": 1},
-        rows=[{"split": "test", "condition": "both", "accuracy": 0.5, "loss": 0.69}],
         settings={"model": "mlp", "n_train": 10, "n_test": 10, "nad_source": None,
                   "nad_file": None},
         data={"eps1": 1.0},
@@ -28,7 +27,8 @@ def _rows(**change):
         measures={"reliance_deg": 12.0, "band_only_0_9": 0.9},
         run={"host": "h", "slurm_job_id": None},
     )  # fmt: skip
-    return row.model_rows(**{**parts, **change})
+    rows = rows or [{"split": "test", "condition": "both", "accuracy": 0.5, "loss": 0.69}]
+    return row.model_rows(rows, {**values, **change})
 
 
 def test_a_model_row_holds_every_group_in_key_order():
@@ -47,6 +47,7 @@ def test_a_model_row_holds_every_group_in_key_order():
         ({"train": {"epoch": 1}}, "train"),
         ({"nads": {"step": 100.0}}, "nads"),
         ({"rows": [{"split": "test", "condition": "both", "acc": 1.0}]}, "result"),
+        ({"settings": {"n_samples": 1}}, "settings"),
     ],
 )
 def test_an_undeclared_column_is_refused_naming_its_group(change, group):
@@ -99,36 +100,23 @@ RECORD_0_10 = {
 
 
 def test_the_training_record_fills_the_groups_it_declares():
-    from nadpipe.record import FACTS, OUTCOME, RUN, TrainingRecord
+    from nadpipe.record import DERIVED, GROUPS, TrainingRecord, declared
 
     record = TrainingRecord.from_json(RECORD_0_10)
-    assert record.columns(OUTCOME) == {
-        "final_train_loss": 0.25,
-        "diverged": False,
-        "diverged_epoch": None,
-    }
-    assert record.columns(FACTS) == {
-        "device": "cpu",
-        "deterministic": False,
-        "tf32": False,
-        "bf16": False,
-        "channels_last": False,
-        "compile": False,
-    }
-    assert record.columns(RUN) == {
-        "train_seconds": 1.5,
-        "host": "h",
-        "slurm_job_id": None,
-        "cuda_visible_devices": None,
-    }
-    # ... which are the row's groups, less what the evaluation decides
-    for group, own in (
-        (OUTCOME, {"outcome", "outcome_reason"}),
-        (FACTS, set()),
-        (RUN, {"eval_seconds"}),
-    ):
-        declared = row.names(next(g for g in row.GROUPS if g.name == group))
-        assert set(declared) - own == set(record.columns(group)), group
+    for group in GROUPS:
+        columns = record.columns(group)
+        assert list(columns) == [name for name, _, _ in declared(group)], group
+        for name, value in columns.items():  # a field's value, or what it is derived from
+            if name in DERIVED:
+                assert value == DERIVED[name][3](record), name
+            else:
+                owner = next(o for o in (record, record.applied, record.where) if hasattr(o, name))
+                assert value == getattr(owner, name), name
+        # ... which are the row's group, less what the evaluation decides: declared after them
+        ours = row.names(next(g for g in row.GROUPS if g.name == group))
+        assert ours[: len(columns)] == list(columns), group
+    assert record.columns("outcome")["final_train_loss"] == RECORD_0_10["history"][-1]["loss"]
+    assert record.columns("run")["slurm_job_id"] is None  # 0.10 wrote "" for unset
     # written back, the same keys (null where 0.10 wrote ""), read back equal
     again = record.to_json()
     assert set(again) == set(RECORD_0_10) and again["slurm_job_id"] is None

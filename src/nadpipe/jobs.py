@@ -41,7 +41,8 @@ from .log import say, warn
 from .nads import NadError, compute_nads, nads_of, overlaps_line
 from .paths import CHUNKS, KEPT, at
 from .provenance import provenance
-from .record import FACTS, OUTCOME, RUN, Applied, TrainingRecord, Where
+from .record import GROUPS as RECORD_GROUPS
+from .record import Applied, TrainingRecord, Where
 from .runner import slots
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
@@ -597,41 +598,35 @@ def _model_rows(
     said: tuple,
     start: float,
 ) -> pd.DataFrame:
-    """A model's rows of the summary (nadpipe.row): its key, settings, its `variant` (parsed
-    from the job's), the training's record (`trained`), its outcome (`said`: outcome, why) and
-    measures."""
+    """A model's rows of the summary (nadpipe.row): what the evaluation decides of each group,
+    and the groups the training record declares (`TrainingRecord.columns`)."""
     outcome, why = said
-    protocol = split_protocol(job.variant)[1]
-    data = dict(job.data.settings)
     nads = job.nads
-    return pd.DataFrame(
-        row.model_rows(
-            key={
-                "study": job.study,
-                "arch": job.arch,
-                "variant": job.variant,
-                "protocol": protocol or None,
-                "seed": job.seed,
-            },
-            variant=variant.columns(),
-            rows=rows,
-            settings={
-                "model": job.model.model,
-                "n_train": len(splits["train"][0]),
-                "n_test": len(splits["test"][0]),
-                "nad_source": None if nads is None else nads.arch,
-                "nad_file": None if nads is None else nads.file or None,
-            },
-            data={k: v for k, v in data.items() if k not in ("n_train", "n_test")},
-            train=trained.train,
-            nads={} if nads is None else {f"nad_{k}": v for k, v in asdict(nads.settings).items()},
-            outcome={**trained.columns(OUTCOME), "outcome": outcome, "outcome_reason": why or None},
-            facts=trained.columns(FACTS),
-            provenance=provenance(),
-            measures=extra,
-            run={**trained.columns(RUN), "eval_seconds": time.perf_counter() - start},
-        )
-    )
+    data = dict(job.data.settings)
+    values = {
+        row.KEY.name: {"study": job.study, "arch": job.arch, "variant": job.variant,
+                       "protocol": split_protocol(job.variant)[1] or None, "seed": job.seed},
+        row.VARIANT.name: variant.columns(),
+        row.SETTINGS.name: {
+            "model": job.model.model,
+            "n_train": len(splits["train"][0]),
+            "n_test": len(splits["test"][0]),
+            "nad_source": None if nads is None else nads.arch,
+            "nad_file": None if nads is None else nads.file or None,
+        },
+        row.DATA.name: {k: v for k, v in data.items() if k not in ("n_train", "n_test")},
+        row.TRAIN.name: trained.train,
+        row.NADS.name: {}
+        if nads is None
+        else {f"nad_{k}": v for k, v in asdict(nads.settings).items()},
+        row.OUTCOME.name: {"outcome": outcome, "outcome_reason": why or None},
+        row.PROVENANCE.name: provenance(),
+        row.MEASURES.name: extra,
+        row.RUN.name: {"eval_seconds": time.perf_counter() - start},
+    }  # fmt: skip
+    for group in RECORD_GROUPS:  # the record's own columns first
+        values[group] = {**trained.columns(group), **values.get(group, {})}
+    return pd.DataFrame(row.model_rows(rows, values))
 
 
 def model_outcome(

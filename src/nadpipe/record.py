@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OUTCOME, FACTS, RUN = "outcome", "facts", "run"  # the row groups a record fills
+GROUPS = (OUTCOME, FACTS, RUN)
 
 
 def column(group: str, unit: str, meaning: str, **kwargs) -> Any:
@@ -97,8 +98,9 @@ class TrainingRecord:
         return self.history[-1]["loss"]
 
     def columns(self, group: str) -> dict:
-        """This record's values of a row group's columns (`OUTCOME`, `FACTS`, `RUN`)."""
-        out = {"final_train_loss": self.final_train_loss} if group == OUTCOME else {}
+        """This record's values of a row group's columns (`OUTCOME`, `FACTS`, `RUN`), in the
+        order `declared` gives."""
+        out = {name: of(self) for name, (g, _, _, of) in DERIVED.items() if g == group}
         for f, owner in _fields(type(self), self):
             if f.metadata.get("group") == group:
                 out[f.name] = getattr(owner, f.name)
@@ -133,14 +135,20 @@ class TrainingRecord:
         )
 
 
-# the summary columns a record gives, with the groups' other columns spelled where they are
-# decided (nadpipe.row): `final_train_loss` is derived from the history
-DERIVED = {"final_train_loss": (OUTCOME, "nats", "the last epoch's mean training loss")}
+# the summary columns a record derives from its fields: name -> (group, unit, meaning, value)
+DERIVED = {
+    "final_train_loss": (
+        OUTCOME,
+        "nats",
+        "the last epoch's mean training loss",
+        lambda r: r.final_train_loss,
+    ),
+}
 
 
 def declared(group: str) -> list[tuple[str, str, str]]:
     """(name, unit, meaning) of the columns of `group` a record fills, in order."""
-    out = [(n, u, m) for n, (g, u, m) in DERIVED.items() if g == group]
+    out = [(n, u, m) for n, (g, u, m, _) in DERIVED.items() if g == group]
     for f, _ in _fields(TrainingRecord, None):
         if f.metadata.get("group") == group:
             out.append((f.name, f.metadata["unit"], f.metadata["meaning"]))

@@ -156,11 +156,7 @@ RUN = Group(
     "run",
     "what differs from run to run, in runs.parquet (one row per model), so that the same "
     "config gives a byte-identical summary.parquet on CPU",
-    (
-        *_recorded(record.RUN)[:1],
-        Column("eval_seconds", "s", "wall time of the evaluation's measures"),
-        *_recorded(record.RUN)[1:],
-    ),
+    (*_recorded(record.RUN), Column("eval_seconds", "s", "wall time of the evaluation's measures")),
     table="runs",
 )
 GROUPS = (KEY, VARIANT, RESULT, SETTINGS, DATA, TRAIN, NADS, OUTCOME, FACTS, PROVENANCE,
@@ -197,43 +193,35 @@ def declared(name: str, variant: tuple[str, ...] = (), data: tuple[str, ...] = (
     )
 
 
-def model_rows(
-    *,
-    key: dict,
-    variant: dict,
-    rows: list[dict],
-    settings: dict,
-    data: dict,
-    train: dict,
-    nads: dict,
-    outcome: dict,
-    facts: dict,
-    provenance: dict,
-    measures: dict,
-    run: dict,
-) -> list[dict]:
-    """A model's rows, one per evaluation in `rows` (split, condition, accuracy, loss), each with
-    every group; a column a group does not declare is refused (declare it above first)."""
-    fixed = [(KEY, key), (SETTINGS, settings), (OUTCOME, outcome), (FACTS, facts),
-             (PROVENANCE, provenance), (RUN, run)]  # fmt: skip
-    for group, values in fixed:
-        _check(group, values, names(group))
-    _check(TRAIN, train, train_columns())
-    _check(NADS, nads, nad_columns())
-    _check(MEASURES, {k: v for k, v in measures.items() if not FAMILY.fullmatch(k)},
-           names(MEASURES))  # fmt: skip
+def model_rows(rows: list[dict], values: dict[str, dict]) -> list[dict]:
+    """A model's rows, one per evaluation in `rows` (split, condition, accuracy, loss), each
+    with every group's `values` (by group name; the record's groups as
+    `TrainingRecord.columns` gives them), in the declared order: the key with the variant's
+    columns after `variant`, then the groups. A column a group does not declare is refused
+    (declare it above first)."""
+    for group in GROUPS:
+        _check(group, values.get(group.name, {}))
     for r in rows:
-        _check(RESULT, {k: v for k, v in r.items() if k not in ("split", "condition")},
-               names(RESULT))  # fmt: skip
-    head = {k: key[k] for k in ("study", "arch", "variant")}
-    tail = {k: key[k] for k in ("protocol", "seed")}
-    model = {**settings, **data, **train, **nads, **outcome, **facts, **run, **provenance,
-             **measures}  # fmt: skip
-    return [{**head, **variant, **tail, **r, **model} for r in rows]
+        _check(RESULT, {k: v for k, v in r.items() if k not in ("split", "condition")})
+    key = names(KEY)
+    cut = key.index("variant") + 1
+    model = {k: v for g in GROUPS[3:] for k, v in values.get(g.name, {}).items()}
+    out = []
+    for r in rows:
+        keys = {**values[KEY.name], **r}
+        head = {k: keys[k] for k in key[:cut]} | values.get(VARIANT.name, {})
+        tail = {k: keys[k] for k in key[cut:]}
+        out.append(head | tail | {k: v for k, v in r.items() if k not in tail} | model)
+    return out
 
 
-def _check(group: Group, values: dict, allowed: list[str]) -> None:
-    extra = sorted(set(values) - set(allowed))
+def _check(group: Group, values: dict) -> None:
+    if group in (VARIANT, DATA):  # the study's own (its variant's COLUMNS, its block's keys)
+        return
+    allowed = {TRAIN: train_columns, NADS: nad_columns}.get(group, lambda: names(group))()
+    extra = sorted(
+        k for k in values if k not in allowed and not (group is MEASURES and FAMILY.fullmatch(k))
+    )
     if extra:
         raise KeyError(f"columns {extra} are not declared in nadpipe.row's group {group.name!r}")
 
