@@ -49,7 +49,7 @@ def test_conda_env_pins_every_runtime_dependency():
             continue
         assert conda_name.get(name, name) in pins, f"{name} is not in envs/nadpipe.yaml"
     deploy = (REPO / "envs" / "nadpipe.post-deploy.sh").read_text()
-    assert "pip install --no-deps" in deploy and "NADPIPE_REPO" in deploy
+    assert "pip install --no-deps" in deploy and "NADPIPE_RUN" in deploy
 
 
 def test_every_job_a_script_names_is_in_the_job_table_and_resolves():

@@ -113,6 +113,9 @@ CONFIG = {
     "nads": {"n_networks": 32, "networks_per_chunk": 8, "networks_per_shard": 16},
     "nad_pairs": {"architectures": ["lenet"], "indices": [0], "seeds": [0], "n_train": 100,
                   "n_test": 50, "train": {"epochs": 1}},
+    # the evaluation a remedy's run makes, at the smallest sizes (seconds at the defaults)
+    "analysis": {"n_points": 8, "margin_steps": 8, "cross_section": {"n_points": 1,
+                 "resolution": 5}, "transitions": {"n_trajectories": 1, "n_points": 8}},
 }  # fmt: skip
 NADS = "results/nads/lenet.pt"
 

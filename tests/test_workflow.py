@@ -170,7 +170,7 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
         path = os.environ[worker.ENV].rpartition(":")[0]
         assert len(os.fsencode(path)) <= worker.MAX_SOCKET_PATH, path
         code = ("import os; from nadpipe.runner import worker as w; "
-                "print(os.getpid(), w.run('os:getpid'))")  # fmt: skip
+                "print(os.getpid(), w.run('process')[0])")  # fmt: skip
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         job, ran_in = map(int, out.stdout.split())
@@ -178,12 +178,15 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
         # which inherited the server's objects frozen for the garbage collector: its
         # collections leave the inherited heap alone. The server imports torch with the first
         # job whose module needs it (torch's objects alone are about 400 000), not before: a
-        # run that only draws figures never imports it
-        code = ("from nadpipe.runner import worker as w; print(w.run('gc:get_freeze_count'), "
-                "w.run('torch:get_num_threads'), w.run('gc:get_freeze_count'))")  # fmt: skip
+        # run that only draws figures never imports it. A training's job (its arguments
+        # missing: it fails in the child, after the server imported its module)
+        code = ("from nadpipe.runner import worker as w\n_, before, torch = w.run('process')\n"
+                "try:\n    w.run('train')\nexcept SystemExit:\n    pass\n"
+                "print(before, torch, *w.run('process')[1:])")  # fmt: skip
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        before, _, after = map(int, out.stdout.split())
-        assert 0 < before < 100_000 < after, out.stdout + out.stderr
+        before, torch_before, after, torch_after = out.stdout.split()
+        assert 0 < int(before) < 100_000 < int(after), out.stdout + out.stderr
+        assert (torch_before, torch_after) == ("False", "True")
         # and a killed run's next run still finds it by its folder (runs.orphans)
         assert server.pid in orphans(str(deep.parent.parent), "results")
     finally:
@@ -227,10 +230,10 @@ def test_the_same_config_gives_byte_identical_results_with_or_without_the_warm_w
     # a cell and the NADs it rests on, each job in its own Python (the summary is the cells'
     # rows concatenated; the warm server serves every job alike, whatever its architecture)
     no_worker = {**os.environ, "NADPIPE_NO_WORKER": "1"}
-    cells = ["results/nad_pairs/eval/lenet/i0_j1000_s0"]
+    cells = ["results/nad_pairs/eval/mlp/i0_j1000_s0"]  # the cheaper to train
     targets = [f"{c}.parquet" for c in cells]
     snakemake(tmp_path, "--cores", "2", *targets, env=no_worker)
-    paths = ["results/nads/lenet.pt", "results/nads/lenet.npy",
+    paths = ["results/nads/mlp.pt", "results/nads/mlp.npy",
              *(c.replace("/eval/", "/models/") + ".pt" for c in cells)]  # fmt: skip
     for path in paths:
         assert (tmp_path / path).read_bytes() == (workdir / path).read_bytes(), path
@@ -991,6 +994,7 @@ def test_a_long_jobs_progress_reaches_the_console_at_a_calm_rate(tmp_path):
         used = pd.read_csv(tmp_path / "results/logs/nads/lenet.usage.tsv", sep="\t")
         assert used["cpu_time"].iloc[0] > 1.0 and used["max_rss"].iloc[0] > 100, used
     shutil.rmtree(tmp_path / "results")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"nads": {"n_networks": 24}}))
     res = snakemake(tmp_path, "--cores", "2", "results/nads/lenet.pt")
     assert "nadpipe: NADs:" not in res.stderr  # seconds long: nothing on the console
 

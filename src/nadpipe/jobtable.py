@@ -90,11 +90,17 @@ def resolved_config() -> Callable:
     return resolved_config_job
 
 
+def process() -> Callable:
+    from .runner.worker import process_facts
+
+    return process_facts
+
+
 JOBS: dict[str, Callable[[], Callable]] = {
     f.__name__: f
     for f in (
         nads, nad_shard, nad_round, train, train_together, evaluate, aggregate, plot, plot_nads,
-        signatures, report_summary, report_landing, resolved_config,
+        signatures, report_summary, report_landing, resolved_config, process,
     )
 }  # fmt: skip
 

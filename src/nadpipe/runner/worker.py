@@ -134,6 +134,15 @@ def usage(log: str | os.PathLike) -> Iterator[None]:
             )
 
 
+def process_facts() -> tuple[int, int, bool]:
+    """The process a job runs in: its pid, the objects it inherited frozen for the garbage
+    collector (the warm server's, when a child of it), whether torch is loaded. A job of its
+    own ("process", nadpipe.jobtable): what checks that the warm server serves the jobs."""
+    import gc
+
+    return os.getpid(), gc.get_freeze_count(), "torch" in sys.modules
+
+
 def resolve(name: str) -> Callable:
     """The function of the job `name` (nadpipe.jobtable: the science's table of jobs, which
     the runner only looks names up in)."""
