@@ -72,7 +72,7 @@ def test_the_summary_comparison_reads_only_rows_that_can_be_equal(tmp_path):
         "split": ["test", "train", "test", "test", "test", "train"],
         "condition": ["both", "both", "ch1_only", "ch2_only", "both", "both"],
         "accuracy": [0.9, 1.0, 0.9, 0.5, 0.5, 0.52], "n_test": [400] * 6,
-        "outcome": ["learned"] * 4 + ["did not learn"] * 2, "device": ["cpu"] * 6,
+        "outcome": ["fit"] * 4 + ["did not fit"] * 2, "device": ["cpu"] * 6,
     })  # fmt: skip
 
     def compare(gpu_accuracy):
@@ -92,13 +92,13 @@ def test_the_summary_comparison_reads_only_rows_that_can_be_equal(tmp_path):
     diff, _, _ = compare([0.8, 1.0, 0.9, 0.5, 0.5, 0.52])  # a learned cell 40 images off
     assert diff == pytest.approx(0.1) and diff > acceptance.TOLERANCE
     # a model that fit its training set and guesses on the test set is no measure either
-    rows.loc[rows["arch"] == "mlp", "outcome"] = "learned"
+    rows.loc[rows["arch"] == "mlp", "outcome"] = "fit"
     assert compare([0.91, 1.0, 0.5, 0.9, 0.95, 0.5])[2] == 2
     # nor one at the edge of learning (a coin, like LeNet on NAD 1000 twice on an H100): its
     # test accuracy above chance (0.6 > 0.575, three standard errors on 400) but not clearly
     rows.loc[rows["arch"] == "mlp", "accuracy"] = [0.6, 0.75]
     assert compare([0.91, 1.0, 0.5, 0.9, 0.5, 0.9])[2] == 2
-    rows.loc[:, "outcome"] = "did not learn"  # nothing learned: agreeing proves nothing
+    rows.loc[:, "outcome"] = "did not fit"  # nothing learned: agreeing proves nothing
     with pytest.raises(RuntimeError, match="no model of .* learned"):
         compare(rows["accuracy"].tolist())
     rows.iloc[:1].to_parquet(tmp_path / "gpu" / "nad_pairs" / "summary.parquet")
@@ -148,5 +148,5 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     assert diff <= acceptance.TOLERANCE and devices == {"cpu"}
     # ... over models that learned at the doctor's sizes (at the micro study's own, none did)
     pairs = pd.read_parquet(cpu / "nad_pairs" / "summary.parquet")
-    assert set(pairs["outcome"]) == {"learned"} and (pairs["n_test"] == 400).all()
+    assert set(pairs["outcome"]) == {"fit"} and (pairs["n_test"] == 400).all()
     assert compared >= 2 * len(pairs.drop_duplicates(["arch", "variant", "seed"]))

@@ -88,19 +88,30 @@ def test_margins_share_a_scale_and_not_found_cells_are_marked(tmp_path):
     assert (reliance.get_images()[0].norm.vmin, reliance.get_images()[0].norm.vmax) == (0, 90)
 
 
-def test_did_not_learn_and_boundary_not_found_are_told_apart(tmp_path):
+def test_did_not_fit_and_boundary_not_found_are_told_apart(tmp_path):
     # b879b52: both dimgrey "xx", alike in the figure and in its legend
-    df = _rows().assign(outcome="learned")
-    df.loc[(df.nad_i == 0) & (df.nad_j == 9), "outcome"] = "did not learn"
+    df = _rows().assign(outcome="fit")
+    df.loc[(df.nad_i == 0) & (df.nad_j == 9), "outcome"] = "did not fit"
     fig = plots.reliance_heatmaps(df, "lenet", str(tmp_path / "r.png"))
     legend = {t.get_text().split(":")[0].split(" within")[0]: h for leg in fig.legends
               for t, h in zip(leg.get_texts(), leg.legend_handles, strict=True)}  # fmt: skip
-    dead, lost = legend["did not learn"], legend["boundary not found"]
+    dead, lost = legend["did not fit"], legend["boundary not found"]
     assert dead.get_hatch() != lost.get_hatch()
     assert tuple(dead.get_edgecolor()) != tuple(lost.get_edgecolor())
     v1 = next(ax for ax in fig.axes if ax.get_title().startswith("median distance"))
     patterns = {p.get_hatch() for p in v1.patches if p.get_hatch()}
     assert patterns == {dead.get_hatch(), lost.get_hatch()}  # each cell in its own pattern
+
+
+def test_cells_the_findings_call_not_learned_are_marked_where_their_angles_are_drawn(tmp_path):
+    # 0.11.0 painted angles (73°, 44°) in the cells the findings call not learned, unmarked:
+    # every seed fit its training set, none is above chance on the test set
+    df = _rows().assign(outcome="fit", n_test=1000)
+    df.loc[(df.nad_i == 5) & (df.nad_j == 9), "accuracy"] = 0.51
+    fig = plots.reliance_heatmaps(df, "lenet", str(tmp_path / "r.png"))
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert any(t.startswith("not learned: every seed fit") and "(1 cells)" in t for t in legend)
+    assert plots._not_learned(df).sum() == len(df[(df.nad_i == 5) & (df.nad_j == 9)])
 
 
 def test_jacobian_norm_is_on_a_log_scale_and_transitions_are_per_relu_unit(tmp_path):
@@ -260,11 +271,11 @@ def test_nad_band_figure_puts_each_model_against_each_band(tmp_path):
 
 
 def test_a_fourier_map_with_a_step_draws_each_cell_one_step_wide(tmp_path):
-    # fourier.step 2 (the NAD paper's map): frequencies -2 and 0; at 0.6 a model did not learn
+    # fourier.step 2 (the NAD paper's map): frequencies -2 and 0; at 0.6 a model did not fit
     rows = [
         dict(arch="lenet", seed=0, split="test", protocol=None, freq_a=a, freq_b=b, eps=0.5,
              sigma=0.5, accuracy=0.5 if (a, b) == (0, -2) else 0.9,
-             outcome="did not learn" if (a, b) == (0, -2) else "learned")
+             outcome="did not fit" if (a, b) == (0, -2) else "fit")
         for a in (-2, 0) for b in (-2, 0)
     ]  # fmt: skip
     fig = plots.fourier_figure(pd.DataFrame(rows), "lenet", str(tmp_path / "f.png"))

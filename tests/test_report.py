@@ -14,17 +14,17 @@ def _rows(cells: dict) -> pd.DataFrame:
             for split in ("train", "test"):
                 rows.append({"arch": "lenet", "nad_i": i, "nad_j": j, "seed": seed,
                              "split": split, "condition": "both", "outcome": outcome,
-                             "accuracy": 0.5 if outcome != "learned" else 0.99,
-                             "reliance_deg": angle if outcome == "learned" else float("nan"),
+                             "accuracy": 0.5 if outcome != "fit" else 0.99,
+                             "reliance_deg": angle if outcome == "fit" else float("nan"),
                              "eps1": 1.0, "eps2": 0.5})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-L, D = "learned", "did not learn"
+L, D = "fit", "did not fit"
 CELLS = {
     (0, 10): [(L, 10.0), (L, 20.0), (L, 5.0)],  # channel 1 = NAD 0, the lower: every seed
     (10, 0): [(L, 80.0), (L, 85.0), (L, 70.0)],  # channel 2 = NAD 0: every seed
-    (0, 1000): [(L, 10.0), (D, 0.0), (L, 20.0)],  # one seed did not learn: the edge
+    (0, 1000): [(L, 10.0), (D, 0.0), (L, 20.0)],  # one seed did not fit: the edge
     (1000, 10): [(L, 30.0), (L, 60.0), (L, 80.0)],  # the seeds relied on different channels
     (500, 1000): [(D, 0.0), (D, 0.0), (D, 0.0)],  # nobody learned
     (100, 0): [(L, 10.0), (L, 20.0), (L, 30.0)],  # every seed on NAD 100: the higher
@@ -39,6 +39,14 @@ def test_each_cell_is_judged_over_its_seeds():
     assert v.loc[(500, 1000), "verdict"] == "not learned"
     assert v.loc[(100, 0), "verdict"] == "higher" and v.loc[(0, 0), "verdict"] == "same"
     assert v.loc[(0, 1000), "learned"] == 2 and (v["seeds"] == 3).all()
+
+
+def test_a_summary_of_an_earlier_version_says_the_same_in_its_words():
+    # before 0.12.0 the summary's outcome said `learned` for a model that fit its training
+    # set, the findings' word for test accuracy clearly above chance: read as fit
+    rows = _rows(CELLS)
+    old = rows.assign(outcome=rows["outcome"].map({L: "learned", D: "did not learn"}))
+    pd.testing.assert_frame_equal(cell_verdicts(old), cell_verdicts(rows))
 
 
 def test_the_headline_counts_cells_and_names_those_at_the_edge():
@@ -104,3 +112,20 @@ def test_learned_means_clearly_above_chance_on_the_test_set():
     assert v["verdict"].tolist() == ["not learned"] and v["learned"].tolist() == [0]
     v = cell_verdicts(rows.assign(accuracy=rows["accuracy"].where(~test, 0.56)))
     assert v["verdict"].tolist() == ["lower"] and v["learned"].tolist() == [3]
+
+
+def test_the_first_page_leads_with_the_finding_and_a_one_cell_study_has_no_range():
+    from nadpipe.report import _headline
+    from nadpipe.studies import REGISTRY
+
+    lenet = _rows({(0, 10): CELLS[(0, 10)], (10, 0): CELLS[(10, 0)]})
+    mlp = _rows({(0, 10): [(L, 27.0)] * 3, (10, 0): [(L, 26.0)] * 3}).assign(arch="mlp")
+    both = pd.concat([mlp, lenet], ignore_index=True)
+    # the MLP weighs by margin, LeNet chose a NAD index in both cells: LeNet's figure first
+    assert REGISTRY["nad_pairs"].headline_order(both, ["mlp", "lenet"]) == ["lenet", "mlp"]
+    one = _rows({(0, 10): [(L, 10.0)]}).assign(
+        study="nad_pairs", variant="i0_j10", diverged=False, n_test=1000
+    )
+    table = _headline("nad_pairs", one)
+    assert "- 99.0\n" in table and "99.0 (" not in table  # 0.11.0: "99.0 (99.0 to 99.0)"
+    assert "worst and best cell" not in table

@@ -234,12 +234,14 @@ def clearly_learned(summary, full: str) -> set[tuple]:
     on the CPU, and 9 % apart on the train set on an H100 at a22ca86), and 0.544 lies within a
     hair of findings.at_chance's bar (0.547 on 1000 images), so that bar cannot tell it from
     learned on every machine."""
+    from .findings import FIT, outcomes
+
     rows = summary[summary["condition"] == full]
 
     def learned(model) -> bool:
         test = model[model["split"] == "test"]
         return bool(
-            (model["outcome"] == "learned").all()
+            (outcomes(model["outcome"]) == FIT).all()
             and len(test)
             and float(test["accuracy"].min()) >= CLEARLY_LEARNED
         )

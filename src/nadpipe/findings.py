@@ -7,6 +7,17 @@ import math
 
 import pandas as pd
 
+# A model's `outcome` in the summary says how its training went (nadpipe.jobs.model_outcome):
+# FIT (its training accuracy above guessing), NOT_FIT, DIVERGED. Whether it *learned*, as the
+# findings say it, is another question: its test accuracy clearly above chance (`at_chance`).
+FIT, NOT_FIT, DIVERGED = "fit", "did not fit", "diverged"
+FORMER = {"learned": FIT, "did not learn": NOT_FIT}  # the words of summaries before 0.12.0
+
+
+def outcomes(values: pd.Series) -> pd.Series:
+    """The `outcome` column in this version's words (a summary of an earlier one read too)."""
+    return values.replace(FORMER)
+
 
 def at_chance(accuracy: float, n: int, classes: int) -> bool:
     """Whether an accuracy on n samples is indistinguishable from guessing among `classes`:
@@ -42,7 +53,7 @@ VERDICTS = {
 def _learned(part: pd.DataFrame) -> pd.Series:
     """Per row: the model learned (its training did, and its test accuracy with both channels
     is clearly above chance: at_chance on the test set's size, 2 classes) and has an angle."""
-    ok = part["outcome"] == "learned" if "outcome" in part else part["accuracy"].notna()
+    ok = outcomes(part["outcome"]) == FIT if "outcome" in part else part["accuracy"].notna()
     if "n_test" in part:
         above = [
             not at_chance(a, int(n), 2)

@@ -21,7 +21,7 @@ from . import shards as nad_shards
 from .backend import Backend, facts, on_cpu, setup
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
-from .findings import at_chance
+from .findings import DIVERGED, FIT, NOT_FIT, at_chance
 from .grid import EvalJob, NadJob, NadShardJob, TrainJob
 from .io import (
     ArtifactError,
@@ -43,7 +43,7 @@ from .paths import CHUNKS, KEPT, at
 from .provenance import provenance
 from .record import GROUPS as RECORD_GROUPS
 from .record import Applied, TrainingRecord, Where
-from .runner import slots
+from .runner import slots, worker
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import (
@@ -55,7 +55,7 @@ from .train import (
 )
 
 # columns of the measures that describe the architecture or the setting, not the learned
-# function: they stand when the model did not learn
+# function: they stand when the model did not fit its training set
 NOT_MEASURES = {"relu_units", "margin_max"}
 
 
@@ -467,10 +467,11 @@ def _train(
         "provenance": provenance(),
     }
     say(f"train {len(members)} model(s) on {device}: {len(xs[0])} samples, {first.train}")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), worker.used()[0]
     ran = applied(first.train, device, len(nets) if stacks(nets, xs, first.train) else 1)
     histories = train(nets, xs, ys, settings, orders, checkpoint, fingerprint)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
+    cpu, peak = (worker.used()[0] - cpu) / len(nets), worker.used()[1]
     out = []
     for m, net, history, split, digest in zip(members, nets, histories, splits, sums, strict=True):
         at = diverged_epoch(history)
@@ -497,6 +498,8 @@ def _train(
             **facts(device, backend),
             applied=Applied(**ran),
             train_seconds=seconds,
+            train_cpu_seconds=cpu,
+            train_peak_mib=peak,
             where=Where.here(),
         )
         out.append((net.state_dict(), record))  # to the CPU when written (io.save_torch)
@@ -539,16 +542,21 @@ def evaluate_job(
         )
     net = _load_model(job, weights, device)
     on_device = {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), worker.used()[0]
     rows = evaluate_conditions(net, on_device, job.batch_size, dict(job.conditions))
     extra, arrays_out = _measures(job, net, on_device, vectors)
     outcome, why = model_outcome(trained, rows, job, len(splits["train"][0]))
-    if outcome == "diverged":  # NaN weights: accuracies, margins and counts would read as numbers
+    if outcome == DIVERGED:  # NaN weights: accuracies, margins and counts would read as numbers
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
-    if outcome != "learned":  # a reliance angle of 0 from a zero gradient is no finding
+    if outcome != FIT:  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
     variant = REGISTRY[job.study].variant.parse(split_protocol(job.variant)[0])
-    df = _model_rows(job, variant, trained, rows, splits, extra, (outcome, why), start)
+    spent = {
+        "eval_seconds": time.perf_counter() - start,
+        "eval_cpu_seconds": worker.used()[0] - cpu,
+        "eval_peak_mib": worker.used()[1],
+    }
+    df = _model_rows(job, variant, trained, rows, splits, extra, (outcome, why), spent)
     atomic_write(table, partial(df.to_parquet, index=False))
 
     def write_arrays(tmp: str) -> None:
@@ -596,7 +604,7 @@ def _model_rows(
     splits: dict,
     extra: dict,
     said: tuple,
-    start: float,
+    spent: dict,
 ) -> pd.DataFrame:
     """A model's rows of the summary (nadpipe.row): what the evaluation decides of each group,
     and the groups the training record declares (`TrainingRecord.columns`)."""
@@ -622,7 +630,7 @@ def _model_rows(
         row.OUTCOME.name: {"outcome": outcome, "outcome_reason": why or None},
         row.PROVENANCE.name: provenance(),
         row.MEASURES.name: extra,
-        row.RUN.name: {"eval_seconds": time.perf_counter() - start},
+        row.RUN.name: spent,
     }  # fmt: skip
     for group in RECORD_GROUPS:  # the record's own columns first
         values[group] = {**trained.columns(group), **values.get(group, {})}
@@ -632,18 +640,18 @@ def _model_rows(
 def model_outcome(
     trained: TrainingRecord, rows: list[dict], job: EvalJob, n: int
 ) -> tuple[str, str]:
-    """("learned" | "did not learn" | "diverged", why): a model whose training accuracy (every
-    channel kept) is not above guessing cannot be read for its measures."""
+    """(FIT | NOT_FIT | DIVERGED, why; nadpipe.findings): a model whose training accuracy
+    (every channel kept) is not above guessing cannot be read for its measures."""
     if trained.diverged:
-        return "diverged", f"the training loss became {trained.final_train_loss}"
+        return DIVERGED, f"the training loss became {trained.final_train_loss}"
     full = job.conditions[0][0]  # the first condition keeps every channel
     acc = next(r["accuracy"] for r in rows if r["split"] == "train" and r["condition"] == full)
     if at_chance(acc, n, job.model.classes):
-        return "did not learn", (
+        return NOT_FIT, (
             f"training accuracy {acc:.3f}, not above guessing ({1 / job.model.classes:.3f} on "
             f"{n} samples): its measures (reliance, margins, Jacobian, transitions, bands) are NaN"
         )
-    return "learned", ""
+    return FIT, ""
 
 
 # -- for the warm job server ------------------------------------------------------------------

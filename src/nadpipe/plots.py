@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
+from .findings import DIVERGED, FIT, FORMER, NOT_FIT, cell_verdicts, outcomes  # noqa: E402
 from .io import atomic_write, load_parquet, read_artifact  # noqa: E402
 
 AXIS_I = "NAD index i of v1 (channel 1)"
@@ -93,18 +94,38 @@ def _cells(df: pd.DataFrame, flags: pd.Series) -> pd.DataFrame:
 
 def outcome_marks(df: pd.DataFrame) -> list[Mark]:
     """The marks every figure of trained models shows: cells where some seed's training
-    diverged, and cells where some seed did not learn (training accuracy at guessing)."""
+    diverged, and cells where some seed did not fit its training set (training accuracy at
+    guessing)."""
     marks = []
     models = df.drop_duplicates([c for c in ("arch", "nad_i", "nad_j", "seed") if c in df])
     if "diverged" in df and df["diverged"].any():
         n = int(models["diverged"].sum())
         marks.append(Mark(_cells(df, df["diverged"]), "red", f"training diverged ({n} models)"))
-    if "outcome" in df and (df["outcome"] == "did not learn").any():
-        dead = df["outcome"] == "did not learn"
-        n = int((models["outcome"] == "did not learn").sum())
-        label = f"did not learn: training accuracy at guessing ({n} models)"
-        marks.append(Mark(_cells(df, dead), "dimgrey", label, "did not\nlearn"))
+    if "outcome" in df and (df["outcome"] == NOT_FIT).any():
+        dead = df["outcome"] == NOT_FIT
+        n = int((models["outcome"] == NOT_FIT).sum())
+        label = f"{NOT_FIT}: training accuracy at guessing ({n} models)"
+        marks.append(Mark(_cells(df, dead), "dimgrey", label, "did not\nfit"))
+    guessed = _not_learned(df)
+    if guessed is not None and guessed.any():
+        n = len(df[guessed].drop_duplicates(["nad_i", "nad_j"]))
+        label = f"not learned: every seed fit, none above chance on the test set ({n} cells)"
+        marks.append(Mark(_cells(df, guessed), "darkorange", label, hatch="//"))
     return marks
+
+
+def _not_learned(df: pd.DataFrame) -> pd.Series | None:
+    """Rows of the cells the findings call not learned (nadpipe.findings.cell_verdicts: no
+    seed's test accuracy clearly above chance) though every seed fit its training set: their
+    values are drawn, and read as no finding. None where the rows cannot say."""
+    need = {"nad_i", "nad_j", "split", "condition", "outcome", "reliance_deg", "eps1", "eps2"}
+    if not need <= set(df):
+        return None
+    verdicts = cell_verdicts(df.assign(arch=df.get("arch", "")))
+    cells = verdicts.loc[verdicts["verdict"] == "not learned", ["nad_i", "nad_j"]]
+    fit = df.groupby(["nad_i", "nad_j"])["outcome"].transform(lambda o: (outcomes(o) == FIT).all())
+    keys = pd.MultiIndex.from_frame(df[["nad_i", "nad_j"]])
+    return pd.Series(keys.isin(pd.MultiIndex.from_frame(cells)), index=df.index) & fit
 
 
 def _number(val: float, fmt: str) -> str:
@@ -336,18 +357,18 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
             ax.plot([1], [1], "^", ms=5, color="k", label="class +1 mean")
             ax.plot([-1], [-1], "v", ms=5, color="k", mfc="white", label="class −1 mean")
             ax.set_aspect("equal")
-            if str(s.get("key_outcome", "learned")) == "did not learn":
+            if FORMER.get(str(s.get("key_outcome", FIT)), str(s.get("key_outcome"))) == NOT_FIT:
                 ax.text(
                     0.5,
                     0.5,
-                    "did not learn",
+                    NOT_FIT,
                     ha="center",
                     va="center",
                     color="dimgrey",
                     weight="bold",
                     transform=ax.transAxes,
                 )
-                ax.set_title(f"i={i}, j={j} (did not learn)", fontsize=9, color="dimgrey")
+                ax.set_title(f"i={i}, j={j} ({NOT_FIT})", fontsize=9, color="dimgrey")
             if r == len(rows) - 1:
                 ax.set_xlabel("along v1 ⊕ 0 (units of ε1)", fontsize=8)
             if c == 0:
@@ -368,20 +389,20 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
 # -- the per-model studies --------------------------------------------------------------------
 
 
-DID_NOT_LEARN = "did not learn (training accuracy at guessing)"
+DID_NOT_FIT = f"{NOT_FIT} (training accuracy at guessing)"
 
 
 def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: float = 1) -> None:
     """Mean over seeds as a line with markers, min..max over seeds as a band; points where some
-    seed did not learn circled in grey (labelled once per axes)."""
+    seed did not fit its training set circled in grey (labelled once per axes)."""
     stats = sel.groupby(x)[y].agg(["mean", "min", "max"]).sort_index() * scale
     line = ax.plot(stats.index, stats["mean"], marker="o", label=label)[0]
     ax.fill_between(stats.index, stats["min"], stats["max"], alpha=0.2, color=line.get_color())
     if "outcome" in sel:
-        dead = sel.groupby(x)["outcome"].agg(lambda o: (o == "did not learn").any()).sort_index()
+        dead = sel.groupby(x)["outcome"].agg(lambda o: (o == NOT_FIT).any()).sort_index()
         at = stats.index[dead.reindex(stats.index).fillna(False).to_numpy(bool)]
         if len(at):
-            first = DID_NOT_LEARN not in [h.get_label() for h in ax.lines]
+            first = DID_NOT_FIT not in [h.get_label() for h in ax.lines]
             ax.plot(
                 at,
                 stats.loc[at, "mean"],
@@ -391,7 +412,7 @@ def _line_over_seeds(ax, sel: pd.DataFrame, x: str, y: str, label: str, scale: f
                 mfc="none",
                 mec="dimgrey",
                 mew=1.5,
-                label=DID_NOT_LEARN if first else "_",
+                label=DID_NOT_FIT if first else "_",
             )
 
 
@@ -487,7 +508,7 @@ def _map(ax, grid: pd.DataFrame, title: str):
 
 def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     """The test-accuracy map over Fourier frequencies, one panel per protocol, the published
-    map beside them when the study has a reference; models that did not learn hatched."""
+    map beside them when the study has a reference; models that did not fit hatched."""
     df = _rows_of(df, arch)
     test = df[df["split"] == "test"]
     maps = [
@@ -510,7 +531,7 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     for ax, (name, said, grid, rows) in zip(axes[0], maps, strict=True):
         im = _map(ax, grid, f"{name}\n{said}" if said else name)
         if rows is not None and "outcome" in rows:
-            dead = rows.assign(dead=rows["outcome"] == "did not learn").pivot_table(
+            dead = rows.assign(dead=rows["outcome"] == NOT_FIT).pivot_table(
                 index="freq_a", columns="freq_b", values="dead", aggfunc="max"
             )
             sa, sb = _cell(grid)
@@ -529,7 +550,7 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
                     dead_any = True
     fig.colorbar(im, ax=list(axes[0]), label="test accuracy (%)")
     if dead_any:
-        patch = Patch(facecolor="none", edgecolor="lightgrey", hatch="//", label=DID_NOT_LEARN)
+        patch = Patch(facecolor="none", edgecolor="lightgrey", hatch="//", label=DID_NOT_FIT)
         fig.legend(handles=[patch], loc="outside lower center", fontsize=8, frameon=False)
     a = maps[0][2].index.to_numpy()
     layout = "zero frequency in the centre" if a.min() < 0 else "zero frequency at the top left"
@@ -640,7 +661,7 @@ def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     ax.axvline(0.5 + len(bands), color="white", linewidth=2)
     outcome = (
         test.groupby("variant", sort=False)["outcome"].agg(
-            lambda o: "diverged" if (o == "diverged").any() else "did not learn"
+            lambda o: DIVERGED if (o == DIVERGED).any() else NOT_FIT
         )
         if "outcome" in test
         else pd.Series(dtype=str)

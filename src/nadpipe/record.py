@@ -91,6 +91,12 @@ class TrainingRecord:
     train_seconds: float = column(
         RUN, "s", "wall time of the training (its share of a batch)", default=math.nan
     )
+    train_cpu_seconds: float = column(
+        RUN, "s", "CPU time of the training, every thread (its share of a batch)", default=math.nan
+    )
+    train_peak_mib: float = column(
+        RUN, "MiB", "peak resident memory of the process that trained it", default=math.nan
+    )
     where: Where = field(default_factory=Where)
 
     @property

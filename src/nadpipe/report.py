@@ -13,6 +13,7 @@ import os
 import pandas as pd
 
 from .estimators import ESTIMATORS
+from .findings import NOT_FIT
 from .io import load_parquet, save_text
 from .studies import REGISTRY
 
@@ -86,10 +87,17 @@ def _headline(study: str, df: pd.DataFrame) -> str:
         row = [arch]
         for c in conditions:
             vals = cells.xs(c, level="condition")
-            row.append(f"{_pct(vals.mean())} ({_pct(vals.min())} to {_pct(vals.max())})")
+            spread = f" ({_pct(vals.min())} to {_pct(vals.max())})" if len(vals) > 1 else ""
+            row.append(_pct(vals.mean()) + spread)
         rows.append(row)
+    one_cell = test["variant"].nunique() == 1
     out = _list_table(
-        f"{study}: test accuracy (%), mean over cells (and seeds), with the worst and best cell",
+        f"{study}: test accuracy (%), "
+        + (
+            "mean over seeds"
+            if one_cell
+            else "mean over cells (and seeds), with the worst and best cell"
+        ),
         ["architecture", *conditions],
         rows,
     )
@@ -100,15 +108,15 @@ def _headline(study: str, df: pd.DataFrame) -> str:
             f"{int(models['diverged'].sum())} training(s) diverged (NaN in the tables, hatched "
             "in red in the figures)"
         )
-    if "outcome" in models and (models["outcome"] == "did not learn").any():
-        dead = models[models["outcome"] == "did not learn"]
+    if "outcome" in models and (models["outcome"] == NOT_FIT).any():
+        dead = models[models["outcome"] == NOT_FIT]
         cells = ", ".join(
             f"{a} {v} (seed {s})" for a, v, s in dead[["arch", "variant", "seed"]].values
         )
         notes.append(
-            f"{len(dead)} model(s) did not learn (training accuracy at guessing): {cells}; "
-            "their accuracies stand, their other measures are NaN, and the figures mark them "
-            "'did not learn'"
+            f"{len(dead)} model(s) did not fit their training set (training accuracy at "
+            f"guessing): {cells}; their accuracies stand, their other measures are NaN, and the "
+            f"figures mark them '{NOT_FIT}'"
         )
     return out + "".join(f"\n- {_rst(n)}" for n in notes) + ("\n" if notes else "")
 
@@ -148,6 +156,32 @@ def _figure(path: str) -> list[str]:
     return [".. image:: data:image/png;base64,", *lines, f"   :alt: {name}", "   :width: 100%", ""]
 
 
+def _figure_of(path: str) -> tuple[str, str, str]:
+    """(study, figure, arch) of a study's figure RESULTS/STUDY/plots/FIGURE_ARCH.png."""
+    study = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    figure = next(f for f in REGISTRY[study].figures if stem.startswith(f + "_"))
+    return study, figure, stem[len(figure) + 1 :]
+
+
+def _caption(path: str) -> str:
+    """The figure's caption, as its study declares it (studies.Figure), for its architecture."""
+    study, figure, arch = _figure_of(path)
+    return REGISTRY[study].figures[figure].caption.replace("{arch}", arch)
+
+
+def _headline_first(figures: list[str], frames: dict) -> list[str]:
+    """The headline figures, the architecture that carries the study's finding first
+    (Study.headline_order)."""
+    if not figures:
+        return figures
+    study = _figure_of(figures[0])[0]
+    if study not in frames:
+        return figures
+    by_arch = {_figure_of(p)[2]: p for p in figures}
+    return [by_arch[a] for a in REGISTRY[study].headline_order(frames[study], list(by_arch))]
+
+
 def landing_page(
     config: dict, summaries: list[str], nads: list[str], output: str, figures: list[str] = ()
 ) -> None:
@@ -166,23 +200,15 @@ def landing_page(
         ),
         "",
     ]
-    if figures:  # the page leads with the headline figure, full width
-        study = os.path.basename(os.path.dirname(os.path.dirname(figures[0])))
-        parts += [
-            _rst(
-                f"{study}: {os.path.basename(figures[0])} (its caption is under the "
-                "study's category; the figures of the other architectures follow the "
-                "headline numbers):"
-            ),
-            "",
-        ]
-        parts += _figure(figures[0])
-    parts += ["What ran", "--------", ""]
     frames = {}
     for path in summaries:
         df = load_parquet(path)
-        study = df["study"].iloc[0]
-        frames[study] = df
+        frames[df["study"].iloc[0]] = df
+    figures = _headline_first(list(figures), frames)
+    if figures:  # the page leads with the headline figure, full width, under its caption
+        parts += [_caption(figures[0]), ""] + _figure(figures[0])
+    parts += ["What ran", "--------", ""]
+    for study, df in frames.items():
         parts += [_what_ran(study, config[study], df), ""]
     if nads:
         lines = [_nad_line(p, _min_overlap(config, p)) for p in nads]
@@ -190,11 +216,8 @@ def landing_page(
     parts += ["Headline numbers", "----------------", ""]
     for study, df in frames.items():
         parts += [_headline(study, df), ""]
-    if len(figures) > 1:
-        names = ", ".join(os.path.basename(p) for p in figures[1:])
-        parts += [_rst(f"The same figure for the other architectures ({names}):"), ""]
-        for path in figures[1:]:
-            parts += _figure(path)
+    for path in figures[1:]:
+        parts += [_caption(path), ""] + _figure(path)
     parts += [
         _rst(
             "The figures are under the categories on the left (one per study, and NADs); each "

@@ -90,9 +90,10 @@ OUTCOME = Group(
     "how the training went (per model)",
     (
         *_recorded(record.OUTCOME),
-        Column("outcome", "", "`learned`; `did not learn` (training accuracy not above "
-               "guessing: its measures are NaN); `diverged`"),
-        Column("outcome_reason", "", "why not `learned`, with the accuracy; null when learned"),
+        Column("outcome", "", "how the training went: `fit` (training accuracy above "
+               "guessing); `did not fit` (its measures are NaN); `diverged`. Whether it learned "
+               "is its test accuracy's question (the findings)"),
+        Column("outcome_reason", "", "why not `fit`, with the accuracy; null when fit"),
     ),
 )  # fmt: skip
 FACTS = Group("facts", "where and how the model trained (per model)", _recorded(record.FACTS))
@@ -107,7 +108,7 @@ PROVENANCE = Group(
 )
 MEASURES = Group(
     "measures",
-    "the study's measures (per model; NaN for a model that did not learn, the setting-like "
+    "the study's measures (per model; NaN for a model that did not fit, the setting-like "
     "`margin_max` and `relu_units` excepted)",
     (
         Column("reliance_deg", "degrees", "pairs: angle of the mean input gradient's (|∇f·u₂|, "
@@ -156,7 +157,12 @@ RUN = Group(
     "run",
     "what differs from run to run, in runs.parquet (one row per model), so that the same "
     "config gives a byte-identical summary.parquet on CPU",
-    (*_recorded(record.RUN), Column("eval_seconds", "s", "wall time of the evaluation's measures")),
+    (
+        *_recorded(record.RUN),
+        Column("eval_seconds", "s", "wall time of the evaluation's measures"),
+        Column("eval_cpu_seconds", "s", "CPU time of the evaluation's measures, every thread"),
+        Column("eval_peak_mib", "MiB", "peak resident memory of the process that evaluated it"),
+    ),
     table="runs",
 )
 GROUPS = (KEY, VARIANT, RESULT, SETTINGS, DATA, TRAIN, NADS, OUTCOME, FACTS, PROVENANCE,

@@ -265,6 +265,11 @@ class Study:
         rows (nadpipe.findings): the report's first page and the end of a run say them."""
         return []
 
+    def headline_order(self, df: pd.DataFrame, archs: list[str]) -> list[str]:
+        """The architectures in the order the report's first page shows their headline
+        figure: the one that carries the finding first (by default, the config's order)."""
+        return list(archs)
+
     def cell_columns(self, df: pd.DataFrame) -> pd.DataFrame | None:
         """Columns the report's summary page adds to each cell's accuracies (indexed by
         `arch` and the variant's columns), e.g. what the cell shows; None for none."""
@@ -315,6 +320,18 @@ class NadPairs(Study):
         from .findings import pair_findings
 
         return pair_findings(df)
+
+    def headline_order(self, df: pd.DataFrame, archs: list[str]) -> list[str]:
+        """The architectures with most cells whose seeds chose a NAD index first (a control
+        that weighs by margin, like the MLP, after)."""
+        from .findings import cell_verdicts
+
+        chose = {
+            a: int(cell_verdicts(df[df["arch"] == a])["verdict"].isin(["lower", "higher"]).sum())
+            for a in archs
+            if (df["arch"] == a).any()
+        }
+        return sorted(archs, key=lambda a: -chose.get(a, 0))
 
     def cell_columns(self, df: pd.DataFrame) -> pd.DataFrame:
         """Each cell's reliance angle over its learned seeds and its verdict (nadpipe.findings:

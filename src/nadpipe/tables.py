@@ -9,6 +9,7 @@ from functools import partial
 import pandas as pd
 
 from . import row
+from .findings import NOT_FIT, outcomes
 from .io import atomic_write, load_parquet
 from .log import say, warn
 from .studies import REGISTRY
@@ -50,6 +51,8 @@ def aggregate_job(
     -> a published table, nadpipe.references; `axis`: the study's frequencies, for a map),
     each row carries its cell's published accuracy and its protocol's agreement with it."""
     df = pd.concat([load_parquet(p) for p in evaluations], ignore_index=True)
+    if "outcome" in df:  # an evaluation an earlier version wrote says it in its words
+        df["outcome"] = outcomes(df["outcome"])
     if references:
         df = _with_references(df, references, axis)
     key = ["study", "arch", "variant", "seed"]
@@ -64,12 +67,13 @@ def aggregate_job(
         n = int(df.drop_duplicates(key)["diverged"].sum())
         warn(f"{n} training(s) of {df['study'].iloc[0]} diverged: their rows are NaN ({summary})")
     dead = df.drop_duplicates(key)
-    dead = dead[dead["outcome"] == "did not learn"] if "outcome" in dead else dead.iloc[:0]
+    dead = dead[dead["outcome"] == NOT_FIT] if "outcome" in dead else dead.iloc[:0]
     if len(dead):
         cells = ", ".join(f"{a} {v} s{s}" for a, v, s in dead[["arch", "variant", "seed"]].values)
         warn(
-            f"{len(dead)} model(s) of {df['study'].iloc[0]} did not learn (training accuracy "
-            f"not above guessing): {cells}; their accuracies stand, their other measures are NaN "
-            f"and their cells are marked 'did not learn' in the figures ({summary})"
+            f"{len(dead)} model(s) of {df['study'].iloc[0]} did not fit their training set "
+            f"(training accuracy not above guessing): {cells}; their accuracies stand, their "
+            f"other measures are NaN and their cells are marked '{NOT_FIT}' in the figures "
+            f"({summary})"
         )
     return f"{len(df)} rows from {len(evaluations)} models -> {summary}; timings -> {runs}"

@@ -118,20 +118,26 @@ def usage(log: str | os.PathLike) -> Iterator[None]:
     Snakemake's benchmark tables it can vouch for (s, cpu_time, max_rss in MB). Under the warm
     server Snakemake's own table measures the script that handed the job over (a 10-minute
     NAD job: cpu_time 0.11, max_rss 26)."""
-    import resource
-
-    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    start, cpu_before = time.perf_counter(), used()[0]
     try:
         yield
     finally:
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        cpu, peak = used()
         table = Path(str(log).removesuffix(".log") + ".usage.tsv")
         with contextlib.suppress(OSError):
             table.write_text(
                 "s\tcpu_time\tmax_rss\n"
-                f"{time.perf_counter() - start:.4f}\t{cpu:.4f}\t{after.ru_maxrss / 1024:.2f}\n"
+                f"{time.perf_counter() - start:.4f}\t{cpu - cpu_before:.4f}\t{peak:.2f}\n"
             )
+
+
+def used() -> tuple[float, float]:
+    """This process's CPU-seconds so far (every thread, user and system) and its peak resident
+    memory in MiB: a warm server's child counts from its fork, its memory from the server's."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_maxrss / 1024
 
 
 def process_facts() -> tuple[int, int, bool]:
