@@ -137,7 +137,7 @@ def startup_seconds() -> tuple[float, float]:
     """Median seconds of 5 starts of a job that does nothing: cold (a new Python importing the
     job modules, as a job without the warm server) and warm (a job handed to a server of
     nadpipe.runner.worker, as the workflow's jobs on one machine)."""
-    job = "from nadpipe.runner import worker; worker.run('nadpipe.io:derive_seed', 'x')"
+    job = "from nadpipe.runner import worker; worker.run('process')"
     cold, warm = [], []
     for _ in range(5):
         start = time.perf_counter()

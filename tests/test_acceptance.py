@@ -150,3 +150,10 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     pairs = pd.read_parquet(cpu / "nad_pairs" / "summary.parquet")
     assert set(pairs["outcome"]) == {"fit"} and (pairs["n_test"] == 400).all()
     assert compared >= 2 * len(pairs.drop_duplicates(["arch", "variant", "seed"]))
+
+
+def test_the_doctors_resume_step_runs_here_on_the_cpu(tmp_path):
+    # the GPU doctor's resume step hands its trainings the device through the run's variable:
+    # 0.12.0's first version imported a name that no longer existed, and only a GPU ran it
+    said = acceptance._resume(tmp_path, batched=False, device="cpu", n_train=64)
+    assert said == "bit-identical weights, trained_together 1, on cpu"

@@ -293,7 +293,8 @@ def _resume(work: Path, batched: bool, device: str = "cuda", n_train: int = 2000
 
     import torch
 
-    from .backend import ENV, Backend
+    from .backend import Backend
+    from .io import RUN_ENV as ENV
     from .io import load_torch
 
     jobs = _resume_jobs(n_train)
