@@ -160,7 +160,8 @@ def _figure_of(path: str) -> tuple[str, str, str]:
     """(study, figure, arch) of a study's figure RESULTS/STUDY/plots/FIGURE_ARCH.png."""
     study = os.path.basename(os.path.dirname(os.path.dirname(path)))
     stem = os.path.splitext(os.path.basename(path))[0]
-    figure = next(f for f in REGISTRY[study].figures if stem.startswith(f + "_"))
+    # the longest figure name it starts with (a study may have "accuracy" and "accuracy_x")
+    figure = max((f for f in REGISTRY[study].figures if stem.startswith(f + "_")), key=len)
     return study, figure, stem[len(figure) + 1 :]
 
 
