@@ -294,11 +294,10 @@ def _resume(work: Path, batched: bool, device: str = "cuda", n_train: int = 2000
     import torch
 
     from .backend import Backend
-    from .io import RUN_ENV as ENV
-    from .io import load_torch
+    from .io import RUN_ENV, load_torch
 
     jobs = _resume_jobs(n_train)
-    env = {**os.environ, ENV: Backend(device=device, deterministic=True).to_env()}
+    env = {**os.environ, RUN_ENV: Backend(device=device, deterministic=True).to_env()}
     results = {}
     for run in ("whole", "killed"):
         here = work / run

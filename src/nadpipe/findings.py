@@ -14,6 +14,11 @@ FIT, NOT_FIT, DIVERGED = "fit", "did not fit", "diverged"
 FORMER = {"learned": FIT, "did not learn": NOT_FIT}  # the words of summaries before 0.12.0
 
 
+def outcome(word: str) -> str:
+    """An outcome in this version's words (an earlier version's word read too)."""
+    return FORMER.get(word, word)
+
+
 def outcomes(values: pd.Series) -> pd.Series:
     """The `outcome` column in this version's words (a summary of an earlier one read too)."""
     return values.replace(FORMER)

@@ -467,11 +467,12 @@ def _train(
         "provenance": provenance(),
     }
     say(f"train {len(members)} model(s) on {device}: {len(xs[0])} samples, {first.train}")
-    start, cpu = time.perf_counter(), worker.used()[0]
+    start, cpu_before = time.perf_counter(), worker.used()[0]
     ran = applied(first.train, device, len(nets) if stacks(nets, xs, first.train) else 1)
     histories = train(nets, xs, ys, settings, orders, checkpoint, fingerprint)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
-    cpu, peak = (worker.used()[0] - cpu) / len(nets), worker.used()[1]
+    cpu_after, peak = worker.used()
+    cpu = (cpu_after - cpu_before) / len(nets)
     out = []
     for m, net, history, split, digest in zip(members, nets, histories, splits, sums, strict=True):
         at = diverged_epoch(history)
@@ -542,7 +543,7 @@ def evaluate_job(
         )
     net = _load_model(job, weights, device)
     on_device = {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}
-    start, cpu = time.perf_counter(), worker.used()[0]
+    start, cpu_before = time.perf_counter(), worker.used()[0]
     rows = evaluate_conditions(net, on_device, job.batch_size, dict(job.conditions))
     extra, arrays_out = _measures(job, net, on_device, vectors)
     outcome, why = model_outcome(trained, rows, job, len(splits["train"][0]))
@@ -551,10 +552,11 @@ def evaluate_job(
     if outcome != FIT:  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
     variant = REGISTRY[job.study].variant.parse(split_protocol(job.variant)[0])
+    cpu_after, peak = worker.used()
     spent = {
         "eval_seconds": time.perf_counter() - start,
-        "eval_cpu_seconds": worker.used()[0] - cpu,
-        "eval_peak_mib": worker.used()[1],
+        "eval_cpu_seconds": cpu_after - cpu_before,
+        "eval_peak_mib": peak,
     }
     df = _model_rows(job, variant, trained, rows, splits, extra, (outcome, why), spent)
     atomic_write(table, partial(df.to_parquet, index=False))

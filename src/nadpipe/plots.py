@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
-from .findings import DIVERGED, FIT, FORMER, NOT_FIT, cell_verdicts, outcomes  # noqa: E402
+from .findings import DIVERGED, FIT, NOT_FIT, cell_verdicts, outcome, outcomes  # noqa: E402
 from .io import atomic_write, load_parquet, read_artifact  # noqa: E402
 
 AXIS_I = "NAD index i of v1 (channel 1)"
@@ -357,7 +357,7 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
             ax.plot([1], [1], "^", ms=5, color="k", label="class +1 mean")
             ax.plot([-1], [-1], "v", ms=5, color="k", mfc="white", label="class −1 mean")
             ax.set_aspect("equal")
-            if FORMER.get(str(s.get("key_outcome", FIT)), str(s.get("key_outcome"))) == NOT_FIT:
+            if outcome(str(s.get("key_outcome", FIT))) == NOT_FIT:
                 ax.text(
                     0.5,
                     0.5,

@@ -326,11 +326,8 @@ class NadPairs(Study):
         that weighs by margin, like the MLP, after)."""
         from .findings import cell_verdicts
 
-        chose = {
-            a: int(cell_verdicts(df[df["arch"] == a])["verdict"].isin(["lower", "higher"]).sum())
-            for a in archs
-            if (df["arch"] == a).any()
-        }
+        cells = cell_verdicts(df)
+        chose = cells[cells["verdict"].isin(["lower", "higher"])].groupby("arch").size()
         return sorted(archs, key=lambda a: -chose.get(a, 0))
 
     def cell_columns(self, df: pd.DataFrame) -> pd.DataFrame:
