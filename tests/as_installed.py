@@ -42,10 +42,16 @@ def floor() -> str:
     return re.search(r">=\s*([\d.]+)", spec)[1]
 
 
-def run(args: list[str], cwd: Path, what: str) -> str:
-    """Run `args` as a user would from `cwd`, with this install's scripts first on PATH; its
-    output, or stop with it when it fails."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+def run(args: list[str], cwd: Path, what: str, activated: bool = True) -> str:
+    """Run `args` as a user would from `cwd`, with this install's scripts first on PATH (as
+    after `. .venv/bin/activate`; else PATH as it was, as in the shell of the README's first
+    line); its output, or stop with it when it fails."""
+    path = os.environ.get("PATH", "")
+    if activated:
+        path = f"{BIN}{os.pathsep}{path}"
+    else:
+        path = os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != BIN)
+    env = {**os.environ, "PATH": path}
     env.pop("PYTHONPATH", None)
     start = time.perf_counter()
     res = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
@@ -73,16 +79,19 @@ def user_path(work: Path) -> str:
     write_cifar10_like(str(work / "cifar"), n_train=96, n_test=48, seed=2)
     (work / "micro.yaml").write_text(yaml.safe_dump(micro_config("cifar")))
     snakefile = str(REPO / "Snakefile")
-    out = run(["snakemake", "-s", snakefile, "--cores", "2", "--configfile", "micro.yaml"], work,
-              "the micro study")  # fmt: skip
+    # as the README's first line types it: the venv's snakemake by its path, PATH without it
+    snakemake = str(BIN / "snakemake")
+    out = run([snakemake, "-s", snakefile, "--cores", "2", "--configfile", "micro.yaml"], work,
+              "the micro study", activated=False)  # fmt: skip
     summary = pd.read_parquet(work / "results-micro" / "nad_pairs" / "summary.parquet")
     check(set(summary["arch"]) == {"lenet", "mlp"} and summary["accuracy"].between(0, 1).all(),
           f"the micro study's nad_pairs summary is wrong:\n{summary}")  # fmt: skip
-    printed = re.search(r"^The report \(.*?\): (snakemake .*)$", out, re.M)
+    printed = re.search(r"^The report \(.*?\): (\S*snakemake .*)$", out, re.M)
     check(printed is not None, f"the run printed no report command:\n{out[-3000:]}")
     command = printed[1]
-    check("--report results-micro/report.html" in command, f"report command: {command}")
-    run(shlex.split(command), work, "the report command, as printed")
+    check(command.startswith(f"{snakemake} -s ") and "--report results-micro/report.html" in
+          command, f"report command: {command}")  # fmt: skip
+    run(shlex.split(command), work, "the report command, as printed", activated=False)
     html = (work / "results-micro" / "report.html").read_text(errors="replace")
     check(len(html) > 100_000 and "nad_pairs" in html, "the report lacks the study")
 

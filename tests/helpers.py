@@ -9,6 +9,7 @@ import os
 import pickle
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,12 +50,17 @@ TINY = {
 }
 
 
+# Snakemake's own command, as the README's first line types it (.venv/bin/snakemake), and how
+# the commands nadpipe prints name it: bare where PATH finds it, else by that path
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+ON_PATH = os.path.realpath(shutil.which("snakemake") or "") == os.path.realpath(SNAKEMAKE)
+PRINTED = "snakemake" if ON_PATH else SNAKEMAKE
+
+
 def snakemake_command(workdir: Path, *args: str) -> list[str]:
     """Snakemake with this Snakefile in `workdir`."""
     return [
-        sys.executable,
-        "-m",
-        "snakemake",
+        SNAKEMAKE,
         "-s",
         str(REPO / "Snakefile"),
         "-d",
@@ -79,9 +85,9 @@ def command(cwd: Path, line: str, check: bool = True, env=None) -> subprocess.Co
     """Run a command line a message told the user to run, exactly as written, from `cwd` (where
     the user ran the command that printed it)."""
     args = shlex.split(line)
-    assert args[0] == "snakemake", line
+    assert args[0] == PRINTED, line
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", *args[1:]],
+        args,
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -94,7 +100,7 @@ def command(cwd: Path, line: str, check: bool = True, env=None) -> subprocess.Co
 
 def suggested(workdir: Path, *args: str) -> str:
     """The command nadpipe suggests for a run started as `snakemake(workdir, ...)`."""
-    return shlex.join(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args])
+    return shlex.join([PRINTED, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args])
 
 
 def jobs_run(console: str) -> list[tuple[str, str, int | None]]:
@@ -129,8 +135,8 @@ def snakemake_here(
     from snakemake.cli import main
 
     assert set(args) & set(NO_JOB), args
-    command = [*snakemake_command(workdir)[3:], *args]
-    res = as_a_process(lambda: main(command), ["snakemake", *command], workdir, env)
+    command = [*snakemake_command(workdir)[1:], *args]
+    res = as_a_process(lambda: main(command), [SNAKEMAKE, *command], workdir, env)
     if check and res.returncode != 0:
         raise AssertionError(
             f"snakemake {shlex.join(args)} in {workdir} failed:\n{res.stdout[-3000:]}\n"

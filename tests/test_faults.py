@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,7 +20,7 @@ from helpers import TINY, snakemake_here
 from nadpipe import config as nc
 
 SCRIPT = str(Path(sys.executable).parent / "nadpipe")
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+SNAKEMAKE = [helpers.SNAKEMAKE, "-s", str(REPO / "Snakefile")]
 
 
 def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -29,8 +30,8 @@ def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def typed(cwd: Path, line: str) -> subprocess.CompletedProcess:
     """A command a message gave, typed exactly as given."""
     args = shlex.split(line)
-    assert args[0] == "snakemake", line
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True)
+    assert args[0] == helpers.PRINTED, line
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True)
 
 
 def test_output_into_a_full_disk_is_said_in_one_line():

@@ -39,12 +39,11 @@ def test_the_micro_study_runs_at_the_declared_snakemake_floor(tmp_path):
 
     write_cifar10_like(str(tmp_path / "cifar"), n_train=96, n_test=48, seed=2)
     (tmp_path / "micro.yaml").write_text(yaml.safe_dump(micro_config("cifar")))
-    snakemake = ["snakemake", "-s", str(REPO / "Snakefile")]
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
     def run(*args: str) -> str:
-        # `snakemake ARGS` as typed, with the floor's Snakemake
-        res = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, env=env,
-                             capture_output=True, text=True)  # fmt: skip
+        # a command as typed, with the floor's Snakemake (on PYTHONPATH)
+        res = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert res.returncode == 0, (args, res.stdout[-3000:], res.stderr[-3000:])
         return res.stdout + res.stderr
 
@@ -53,7 +52,7 @@ def test_the_micro_study_runs_at_the_declared_snakemake_floor(tmp_path):
     for study in ("nad_pairs", "single_direction", "fourier", "cifar_nad", "poison", "flip"):
         summary = pd.read_parquet(results / study / "summary.parquet")
         assert len(summary) > 0 and summary["accuracy"].between(0, 1).all(), study
-    command = re.search(r"^The report \(.*?\): (snakemake .*)$", out, re.M)[1]
+    command = re.search(r"^The report \(.*?\): (\S*python\S* -m snakemake .*)$", out, re.M)[1]
     assert command.endswith("--configfile micro.yaml --report results-micro/report.html")
     run(*shlex.split(command))  # exactly as printed
     assert (results / "report.html").stat().st_size > 100_000

@@ -15,6 +15,7 @@ from nadpipe.io import (
     load_json,
     load_parquet,
     load_torch,
+    program,
 )
 
 
@@ -107,3 +108,30 @@ def test_written_files_get_the_mode_of_the_umask(tmp_path, umask, mode):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == mode
+
+
+def test_a_printed_command_names_the_program_as_the_shell_that_started_it_finds_it(
+    tmp_path, monkeypatch
+):
+    import subprocess
+    import sys
+
+    bin_ = tmp_path / "venv" / "bin"
+    bin_.mkdir(parents=True)
+    script = bin_ / "snakemake"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}/usr/bin:/bin")
+    assert program("snakemake", str(script)) == ["snakemake"]  # typed bare, PATH found it
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert program("snakemake", str(script)) == [str(script)]  # a venv not on PATH
+    assert program("snakemake", "venv/bin/snakemake") == ["venv/bin/snakemake"]  # as typed
+    assert program("snakemake", "snakemake") == ["snakemake"]
+    main = "/somewhere/site-packages/snakemake/__main__.py"
+    python, *rest = program("snakemake", main)
+    assert rest == ["-m", "snakemake"] and python in (sys.executable, "python3", "python")
+    # each form runs as printed, in the shell that started it
+    said = subprocess.run([*program("snakemake", str(script))], capture_output=True, text=True)
+    assert said.stdout == "ran\n"
+    version = subprocess.run([python, *rest, "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.strip()[0].isdigit()

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from conftest import REPO, SCHEMA
 from helpers import (
+    SNAKEMAKE,
     command,
     planned,
     snakemake,
@@ -303,7 +304,7 @@ def test_figures_and_report(run):
     # the architectures that ran, each with its model (b879b52: config entries, used or not)
     assert {a: e["model"] for a, e in used["architectures"].items()} == MICRO_ARCHS
     # the report command the end of the run printed, with the run's own options, as typed
-    said = re.search(r"The report \(figures, tables, the config that ran\): (snakemake .*)$",
+    said = re.search(r"The report \(figures, tables, the config that ran\): (\S*snakemake .*)$",
                      res.stdout + res.stderr, re.M)[1]  # fmt: skip
     assert said == suggested(workdir, "--report", "results/report.html")
     command(workdir, said)
@@ -473,7 +474,7 @@ def test_a_corrupt_artifact_is_named_and_the_command_given_rebuilds_everything(r
     assert out.rindex("results/logs/nad_pairs/evaluate/mlp/i0_j0_s0.log") < said
     assert "nadpipe finished" not in out and "nothing to do" not in out
     log = (copy / "results/logs/nad_pairs/evaluate/mlp/i0_j0_s0.log").read_text()
-    match = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)
+    match = re.search(r"Rebuild it with: (\S*snakemake .*)$", log, re.M)
     assert f"{model} cannot be read" in log and match
     assert match[1] == suggested(copy, "--cores", "all", "--forcerun", model)
     # exactly the command it names: the model, its evaluation and everything made from them
@@ -502,7 +503,7 @@ def test_results_made_by_other_library_source_are_named_with_the_command(run, tm
     assert "1 result(s) on disk were made by other nadpipe library source" in out
     assert "1 of rule train" in out
     assert planned(copy) == {}  # it says so; it does not rerun by itself
-    given = re.search(r"(snakemake .*--forcerun [\w /.]+)", out)[1]
+    given = re.search(r"(\S*snakemake .*--forcerun [\w /.]+)", out)[1]
     assert given == suggested(copy, "--cores", "all", "--forcerun", *stale)
     command(copy, given)
     out = snakemake_here(copy, "-n", "--cores", "1").stdout
@@ -689,7 +690,7 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     (copy / "tiny.yaml").write_text(
         "results: results\nnad_pairs: {architectures: [lenet], indices: [0]}\n"
     )
-    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+    base = [SNAKEMAKE, "-s", str(REPO / "Snakefile")]
     tiny = [*base, "--configfile", "tiny.yaml", "--cores", "2"]  # as a user types it, in copy
     assert subprocess.run(tiny, cwd=copy, capture_output=True).returncode == 0
     model = "results/nad_pairs/models/lenet/i0_j0_s0.pt"
@@ -699,7 +700,7 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     res = subprocess.run(tiny, cwd=copy, capture_output=True, text=True)
     assert res.returncode != 0
     log = (copy / "results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
-    given = re.search(r"Rebuild it with: (snakemake .*)$", log, re.M)[1]
+    given = re.search(r"Rebuild it with: (\S*snakemake .*)$", log, re.M)[1]
     assert "--configfile tiny.yaml" in given
     command(copy, given)  # typed as given, from where the run was started
     summary = pd.read_parquet(copy / "results/nad_pairs/summary.parquet")
@@ -729,7 +730,7 @@ def test_configs_in_one_directory_keep_their_own_results(run, tmp_path):
     again = snakemake_here(copy, "-n", "--cores", "1", "--configfile", other_yaml)
     assert "Nothing to be done" in again.stdout + again.stderr
     # the report command that run printed: of its own results
-    said = re.search(r"The report \(figures, tables, the config that ran\): (snakemake .*)$",
+    said = re.search(r"The report \(figures, tables, the config that ran\): (\S*snakemake .*)$",
                      res.stdout + res.stderr, re.M)[1]  # fmt: skip
     assert said == suggested(copy, "--configfile", other_yaml, "--report",
                              "results-other/report.html")  # fmt: skip

@@ -596,16 +596,14 @@ def _ties(rows: list[dict]) -> str:
     return "no other protocol lies within the noise (two standard errors of the test sets)"
 
 
-def _program() -> str:
-    """How to type this command again: `nadpipe` where that name finds this program, else
-    the path it was started by (a virtual environment not on PATH)."""
-    import shutil
+def _program() -> list[str]:
+    """How to type this command again (nadpipe.io.program); `nadpipe` when it runs in another
+    program's process (a test calling `main`)."""
+    from .io import program
 
-    found = shutil.which("nadpipe")
     here = sys.argv[0]
-    if found and os.path.realpath(found) == os.path.realpath(here):
-        return "nadpipe"
-    return os.path.abspath(here) if os.path.basename(here) == "nadpipe" else "nadpipe"
+    known = os.path.basename(here) == "nadpipe"
+    return program("nadpipe", here) if known else ["nadpipe"]
 
 
 def _without(argv: list[str], option: str) -> list[str]:
@@ -678,7 +676,7 @@ def cmd_search(args) -> int:
     rows = outcome.rows
     if outcome.stopped:
         again = _without(sys.argv[1:], "--resume")
-        line = shlex.join([_program(), *again, "--resume", str(s.out / "search.csv")])
+        line = shlex.join([*_program(), *again, "--resume", str(s.out / "search.csv")])
         if not rows:
             print(
                 f"nadpipe search: stopped at its budget before a round finished "

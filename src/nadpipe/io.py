@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -127,14 +128,44 @@ def in_workflow() -> bool:
     return "options" in run_values()
 
 
+def program(name: str, argv0: str) -> list[str]:
+    """How to type the program `name` that a process started as `argv0` (its sys.argv[0]) again,
+    in the shell that started it: its bare name where PATH finds that same program; `python -m
+    name` (the interpreter by path unless PATH finds the same) where it was started so; else
+    the path as typed (a virtual environment not on PATH: `.venv/bin/snakemake`)."""
+    import shutil
+
+    if os.path.basename(argv0) == "__main__.py":
+        python = os.path.basename(sys.executable)
+        found = shutil.which(python)
+        # not realpath: a virtual environment's python is a link to the system's
+        same = found and os.path.abspath(found) == os.path.abspath(sys.executable)
+        return [python if same else sys.executable, "-m", name]
+    if os.sep not in argv0:
+        return [argv0]
+    found = shutil.which(os.path.basename(argv0))
+    if os.path.isabs(argv0) and found and os.path.realpath(found) == os.path.realpath(argv0):
+        return [os.path.basename(argv0)]
+    return [argv0]
+
+
+def beside(name: str) -> list[str]:
+    """How to type the program `name` installed beside the one this process runs as (the
+    `snakemake` of the `nadpipe` that runs: `program`); `name` when there is none."""
+    folder = os.path.dirname(sys.argv[0])
+    path = os.path.join(folder, name)
+    return program(name, path) if folder and os.access(path, os.X_OK) else [name]
+
+
 def snakemake_command(*args: str) -> str:
-    """A Snakemake command line for the run this job belongs to: the options it was started with
-    that say which run it is (Snakefile, directory, config files and overrides, profiles;
-    nadpipe.runner.runs.run_options), then `args`, quoted for a shell."""
+    """A Snakemake command line for the run this job belongs to: the program it was started by
+    (`program`), the options that say which run it is (Snakefile, directory, config files and
+    overrides, profiles; nadpipe.runner.runs.run_options), then `args`, quoted for a shell."""
     import shlex
 
-    options = run_values().get("options", [])
-    return shlex.join(["snakemake", *options, *map(str, args)])
+    values = run_values()
+    words = [*values.get("program", ["snakemake"]), *values.get("options", [])]
+    return shlex.join([*words, *map(str, args)])
 
 
 def rebuild_command(path: str | os.PathLike) -> str:

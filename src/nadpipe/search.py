@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from .io import atomic_write, save_text
+from .io import atomic_write, beside, save_text
 
 DATA_KEYS = ("eps", "eps1", "eps2", "sigma", "n_train", "n_test")  # the schema's `protocol`
 INTEGER_KEYS = ("n_train", "n_test", "train.epochs", "train.batch_size")
@@ -215,7 +215,7 @@ class Search:
         """Snakemake on this search's config, from here; `-s` unless run from the checkout."""
         here = Path.cwd().resolve() == CHECKOUT
         where = [] if here else ["-s", str(SNAKEFILE)]
-        return ["snakemake", *where, "--configfile", str(self.configfile), *args]
+        return [*beside("snakemake"), *where, "--configfile", str(self.configfile), *args]
 
 
 def _merge(base, new):
@@ -547,7 +547,7 @@ def run_round(
     save_text(yaml.safe_dump(search.with_protocols(points), sort_keys=False), search.configfile)
     cmd = _snakemake(search, search.configfile)
     log = search.out / f"round{r}.log"
-    say(f"round {r}: {shlex.join(['snakemake', *cmd[3:]])} (its output: {log})")
+    say(f"round {r}: {shlex.join([*beside('snakemake'), *cmd[3:]])} (its output: {log})")
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         seen = ""

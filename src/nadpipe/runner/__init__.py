@@ -65,7 +65,7 @@ class Run:
 
         from snakemake.logging import logger
 
-        from ..io import set_run_values
+        from ..io import program, set_run_values
         from . import runs
 
         self.plan, self.results, self.warnings = plan, results, warnings
@@ -84,7 +84,7 @@ class Run:
             if refused:
                 raise runs.CommandRefused(refused)
             # every command nadpipe suggests, in the jobs too, repeats the run's own options
-            set_run_values(options=runs.run_options(argv))
+            set_run_values(options=runs.run_options(argv), program=program("snakemake", argv[0]))
             self.warnings += runs.check(results)
             refused = self.owners is not None and runs.owner_message(results, self.owners)
             if refused:
