@@ -1,6 +1,8 @@
 """The report's headline findings, computed from the rows: cells over their seeds, cells at
 the edge of learning called out (one seed at the edge of learning is a coin, not a finding)."""
 
+import re
+
 import pandas as pd
 
 from nadpipe.findings import cell_verdicts, pair_findings
@@ -129,3 +131,47 @@ def test_the_first_page_leads_with_the_finding_and_a_one_cell_study_has_no_range
     table = _headline("nad_pairs", one)
     assert "- 99.0\n" in table and "99.0 (" not in table  # 0.11.0: "99.0 (99.0 to 99.0)"
     assert "worst and best cell" not in table
+
+
+def test_a_cell_whose_seeds_cannot_tell_the_channels_apart_is_tied_with_its_interval():
+    # every seed below 45°, but 45° lies within two standard errors of their mean: tied, said
+    # with the interval; seeds as far apart but far from 45° still choose a side
+    near = {
+        (0, 100): [(L, 36.0), (L, 44.0), (L, 44.9)],
+        (0, 1000): [(L, 2.0), (L, 10.0), (L, 11.0)],
+    }
+    rows = _rows(near).assign(n_test=500)
+    v = cell_verdicts(rows).set_index(["nad_i", "nad_j"])
+    assert v.loc[(0, 100), "verdict"] == "tied" and v.loc[(0, 1000), "verdict"] == "lower"
+    mean, se = v.loc[(0, 100), "reliance_mean"], v.loc[(0, 100), "reliance_se"]
+    assert abs(mean - 41.633) < 1e-3 and abs(se - 2.8286) < 1e-3  # sd 4.899 over √3
+    # the test accuracy's binomial standard error over all three seeds' 500 test samples
+    assert abs(v.loc[(0, 100), "accuracy_se"] - (0.99 * 0.01 / 1500) ** 0.5) < 1e-12
+    (line,) = pair_findings(rows)
+    assert line.endswith(
+        "; tied in 1 (45° within 2 standard errors of the seeds' mean angle: they cannot tell "
+        "the channels apart): (0, 100): 41.6 ± 5.7°"
+    ), line
+    one = cell_verdicts(_rows({(0, 100): near[(0, 100)][1:2]}))
+    assert one["verdict"].tolist() == ["lower"] and one["reliance_se"].isna().all()
+
+
+def test_the_summary_table_is_styled_and_gives_each_cells_intervals(tmp_path):
+    from nadpipe.report import summary_table
+
+    rows = _rows(CELLS).assign(study="nad_pairs", n_test=1000, protocol=None)
+    summary_table(rows, str(tmp_path / "table.html"))
+    html = (tmp_path / "table.html").read_text()
+    assert "<style>" in html and "position: sticky" in html and "<th>nad_j</th>" in html
+    assert html.count("<tr") == 1 + len(CELLS)  # one header row
+    # the row of cell (0, 10): its key, its conditions, its intervals, its verdict
+    row = re.search(r"<td>lenet</td>\s*<td>0</td>\s*<td>10</td>(.*?)</tr>", html, re.S)[1]
+    assert re.findall(r"<td>(.*?)</td>", row) == [
+        "99.0", "± 0.4", "11.7 ± 8.8 (5.0 to 20.0)", "the lower NAD index (3 of 3 seeds learned)"
+    ]  # fmt: skip
+    # ± 0.4: 2·√(.99·.01/3000), the three seeds' 1 000 test samples each; a cell whose seeds
+    # disagree (99, 50, 99 %): their spread, 2·28.3/√3
+    edge = re.search(r"<td>0</td>\s*<td>1000</td>(.*?)</tr>", html, re.S)[1]
+    assert re.findall(r"<td>(.*?)</td>", edge)[:2] == ["82.7 [50.0, 99.0]", "± 32.7"]
+    dead = re.search(r"<td>500</td>\s*<td>1000</td>(.*?)</tr>", html, re.S)[1]
+    assert re.findall(r"<td>(.*?)</td>", dead)[2] == "n/a"

@@ -1047,3 +1047,11 @@ def test_every_results_folder_side_by_side(run, tmp_path):
     pick = (before["arch"] == arch) & (before["nad_i"] == i) & (before["nad_j"] == j)
     assert d["cells"][0]["verdict"] == [before[pick]["verdict"].iloc[0],
                                         after[pick]["verdict"].iloc[0]]  # fmt: skip
+    # said with each side's interval: the seeds' mean angle ± two standard errors
+    (ia, ib) = d["cells"][0]["reliance_interval"]
+    assert ib[0] == round(after[pick]["reliance_mean"].iloc[0], 1)
+    text = subprocess.run([sys.executable, "-m", "nadpipe.cli", "diff", str(tmp_path / "results"),
+                           str(tmp_path / "results-other")], capture_output=True,
+                          text=True).stdout  # fmt: skip
+    said = f"{ia[0]:g} ± {ia[1]:g}°" if ia[1] else f"{ia[0]:g}°"  # one seed: no spread
+    assert f"{arch} ({i}, {j}): " in text and f"; reliance {said} -> " in text, text

@@ -51,8 +51,18 @@ VERDICTS = {
     "margin": "by margin",
     "same": "i = j",
     "edge": "at the edge of learning",
+    "tied": "tied",
     "not learned": "not learned",
 }
+
+# how many standard errors make an interval (mean ± TIE_SE·se): two, about 95 % for a normal
+TIE_SE = 2
+
+
+def accuracy_error(accuracy: float, n: int) -> float:
+    """The binomial standard error of an accuracy measured on n test samples."""
+    p = min(max(accuracy, 0.0), 1.0)
+    return math.sqrt(p * (1 - p) / max(n, 1))
 
 
 def _learned(part: pd.DataFrame) -> pd.Series:
@@ -76,7 +86,13 @@ def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
     the channel of the lower / higher NAD index: angle below 45°, channel 1; above, channel 2),
     "same" (i = j), "edge" (the seeds disagree: some did not learn, or they relied on
     different channels: a cell at the edge of learning, whose one-seed result is a coin),
-    "not learned" (no seed learned)."""
+    "tied" (every seed on one side, but 45° lies within TIE_SE standard errors of their mean
+    angle: the seeds cannot tell the channels apart), "not learned" (no seed learned).
+    Each cell carries its intervals: the test accuracy over its seeds with its standard error
+    (`accuracy`, `accuracy_se`: the seeds' spread, or where that is smaller the binomial
+    error of all their test samples together), the learned
+    seeds' mean reliance angle with the standard error of that mean (`reliance_mean`,
+    `reliance_se`; NaN with fewer than two learned seeds)."""
     test = df[(df["split"] == "test") & (df["condition"] == "both")]
     rows = []
     for (arch, i, j), part in test.groupby(["arch", "nad_i", "nad_j"], sort=False):
@@ -84,6 +100,8 @@ def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
         angles = part.loc[learned, "reliance_deg"]
         sides = set((angles < 45).map({True: 1, False: 2}))
         m = margin_angle(part["eps1"].iloc[0], part["eps2"].iloc[0])
+        mean = float(angles.mean()) if len(angles) else math.nan
+        se = float(angles.std(ddof=1) / math.sqrt(len(angles))) if len(angles) > 1 else math.nan
         if not learned.any():
             verdict = "not learned"
         elif not learned.all():
@@ -94,8 +112,15 @@ def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
             verdict = "same"
         elif len(sides) > 1:
             verdict = "edge"
+        elif abs(mean - 45) <= TIE_SE * se:
+            verdict = "tied"
         else:
             verdict = "lower" if (sides == {1}) == (i < j) else "higher"
+        accuracy = float(part["accuracy"].mean())
+        samples = int(part["n_test"].sum()) if "n_test" in part else 0
+        # the seeds' own spread, or the test samples' where the seeds agree more closely
+        spread = float(part["accuracy"].std(ddof=1) / math.sqrt(len(part))) if len(part) > 1 else 0
+        error = max(spread, accuracy_error(accuracy, samples)) if samples else math.nan
         # how far each learned seed is from the channel it relied on alone (0° or 90°)
         alone = float(angles.map(lambda a: a if a < 45 else 90 - a).max()) if len(angles) else 0
         rows.append(
@@ -108,6 +133,10 @@ def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
                 "verdict": verdict,
                 "reliance_min": angles.min(),
                 "reliance_max": angles.max(),
+                "reliance_mean": mean,
+                "reliance_se": se,
+                "accuracy": accuracy,
+                "accuracy_se": error,
                 "from_channel": alone,
                 "margin_deg": m,
             }
@@ -155,6 +184,16 @@ def pair_findings(df: pd.DataFrame) -> list[str]:
         if len(edge):
             where = ", ".join(f"({a}, {b})" for a, b in edge[["nad_i", "nad_j"]].values)
             parts.append(f"at the edge of learning (its seeds disagree) in {len(edge)}: {where}")
+        tied = off[off["verdict"] == "tied"]
+        if len(tied):
+            where = ", ".join(
+                f"({r.nad_i}, {r.nad_j}): {r.reliance_mean:.1f} ± {TIE_SE * r.reliance_se:.1f}°"
+                for r in tied.itertuples()
+            )
+            parts.append(
+                f"tied in {len(tied)} (45° within {TIE_SE} standard errors of the seeds' mean "
+                f"angle: they cannot tell the channels apart): {where}"
+            )
         dead = int(counts.get("not learned", 0))
         if dead:
             parts.append(

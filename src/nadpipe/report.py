@@ -13,7 +13,7 @@ import os
 import pandas as pd
 
 from .estimators import ESTIMATORS
-from .findings import NOT_FIT
+from .findings import NOT_FIT, TIE_SE
 from .io import load_parquet, save_text
 from .studies import REGISTRY
 
@@ -298,8 +298,29 @@ def summary_table(df: pd.DataFrame, output: str) -> None:
         table = table.join(extra, on=list(extra.index.names))
         title = (
             f"<h3>{study}: test accuracy (%) per cell and condition, mean over seeds "
-            f"[range]; the reliance angle of its learned seeds and what the cell "
-            f"shows</h3>"
+            f"[range], with both channels ± {TIE_SE} standard errors (the seeds' spread, or "
+            f"the binomial error of all their test samples where larger); the reliance "
+            f"angle of its learned seeds (± {TIE_SE} standard errors of their mean [range]) "
+            f"and what the cell shows</h3>"
         )
-    html = table.to_html(border=0, classes="nadpipe-summary")
-    save_text(f"<html><body>{title}{html}</body></html>\n", output)
+    # one header row, every row with its whole key: a table one reads across
+    html = table.reset_index().to_html(border=0, classes="nadpipe-summary", index=False)
+    save_text(
+        f"<html><head><style>{TABLE_STYLE}</style></head><body>{title}{html}</body></html>\n",
+        output,
+    )
+
+
+# a table one reads across: header kept in view, rows banded, numbers aligned
+TABLE_STYLE = (
+    "body { font: 14px/1.45 system-ui, sans-serif; margin: 12px; color: #222; } "
+    "h3 { font-size: 15px; font-weight: 600; max-width: 60em; } "
+    "table.nadpipe-summary { border-collapse: collapse; font-variant-numeric: tabular-nums; } "
+    ".nadpipe-summary th, .nadpipe-summary td { padding: 4px 10px; text-align: right; "
+    "border-bottom: 1px solid #e2e2e2; white-space: nowrap; } "
+    ".nadpipe-summary thead th { position: sticky; top: 0; background: #f0f2f5; "
+    "border-bottom: 2px solid #bbb; } "
+    ".nadpipe-summary tbody tr:nth-child(even) td { background: #f7f8fa; } "
+    ".nadpipe-summary tbody tr:hover td { background: #eef4ff; } "
+    ".nadpipe-summary td:last-child { text-align: left; }"
+)

@@ -98,7 +98,7 @@ def diff(a: str | Path, b: str | Path) -> dict:
     angles changed, both (nadpipe.findings.cell_verdicts)."""
     import pandas as pd
 
-    from .findings import cell_verdicts
+    from .findings import TIE_SE, cell_verdicts
 
     one, two = describe(Path(a)), describe(Path(b))
     keys = sorted(set(one["config"]) | set(two["config"]))
@@ -124,12 +124,20 @@ def diff(a: str | Path, b: str | Path) -> dict:
                 for s in "ab"
             ]
             if row["verdict_a"] != row["verdict_b"] or span[0] != span[1]:
+                # the seeds' mean angle and its half-width (TIE_SE standard errors; 0: one seed)
+                interval = [
+                    [round(row[f"reliance_mean_{s}"], 1),
+                     round(TIE_SE * row[f"reliance_se_{s}"], 1) if row[f"reliance_se_{s}"] ==
+                     row[f"reliance_se_{s}"] else 0.0]
+                    for s in "ab"
+                ]  # fmt: skip
                 cells.append(
                     {
                         "study": study,
                         **{k: row[k] for k in key},
                         "verdict": [row["verdict_a"], row["verdict_b"]],
                         "reliance_deg": span,
+                        "reliance_interval": interval,
                     }
                 )
     return {"a": one["folder"], "b": two["folder"], "differs": differs, "studies": studies,
@@ -147,10 +155,14 @@ def diff_text(d: dict) -> str:
             lines.append(f"  {study}: the same findings")
             continue
         lines += [f"  - {f}" for f in found["a"]] + [f"  + {f}" for f in found["b"]]
+
+    def angle(mean: float, half: float) -> str:
+        return "n/a" if mean != mean else f"{mean:g} ± {half:g}°" if half else f"{mean:g}°"
+
     for c in d["cells"]:
-        (va, vb), (ra, rb) = c["verdict"], c["reliance_deg"]
+        (va, vb), (ia, ib) = c["verdict"], c["reliance_interval"]
         lines.append(
             f"  {c['study']} {c['arch']} ({c['nad_i']}, {c['nad_j']}): {va} -> {vb}; reliance "
-            f"{ra[0]:g}-{ra[1]:g}° -> {rb[0]:g}-{rb[1]:g}°"
+            f"{angle(*ia)} -> {angle(*ib)}"
         )
     return "\n".join(lines)

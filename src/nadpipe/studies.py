@@ -331,25 +331,35 @@ class NadPairs(Study):
         return sorted(archs, key=lambda a: -chose.get(a, 0))
 
     def cell_columns(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Each cell's reliance angle over its learned seeds and its verdict (nadpipe.findings:
-        the lower or higher NAD index, by margin, at the edge, not learned)."""
+        """Each cell's test accuracy and reliance angle over its learned seeds, each with its
+        interval (± TIE_SE standard errors), and its verdict (nadpipe.findings: the lower or
+        higher NAD index, by margin, at the edge, tied, not learned)."""
         import pandas as pd
 
-        from .findings import VERDICTS, cell_verdicts
+        from .findings import TIE_SE, VERDICTS, cell_verdicts
 
         cells = cell_verdicts(df)
 
+        def interval(mean: float, se: float) -> str:
+            if mean != mean:  # NaN: no seed learned
+                return "n/a"
+            if se != se:  # one seed: no spread to measure
+                return f"{mean:.1f}"
+            return f"{mean:.1f} ± {TIE_SE * se:.1f}"
+
         def angle(r) -> str:
             lo, hi = r["reliance_min"], r["reliance_max"]
-            if lo != lo:  # NaN: no seed learned
-                return "n/a"
-            return f"{lo:.1f}" if hi - lo < 0.05 else f"{lo:.1f} to {hi:.1f}"
+            said = interval(r["reliance_mean"], r["reliance_se"])
+            return said if hi - lo < 0.05 or said == "n/a" else f"{said} ({lo:.1f} to {hi:.1f})"
 
         return pd.DataFrame(
             {
                 "arch": cells["arch"],
                 "nad_i": cells["nad_i"],
                 "nad_j": cells["nad_j"],
+                f"both ± {TIE_SE} s.e.": [
+                    "n/a" if e != e else f"± {100 * TIE_SE * e:.1f}" for e in cells["accuracy_se"]
+                ],
                 "reliance (°)": cells.apply(angle, axis=1),
                 "finding": [
                     f"{VERDICTS[v]} ({n} of {k} seeds learned)"
