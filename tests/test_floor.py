@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 from as_installed import FLOOR_DIR, floor
 from conftest import REPO
-from test_lint import PROBE
+from test_lint import PLANNED, PROBE
 
 from nadpipe.acceptance import micro_config
 from nadpipe.cifar import write_cifar10_like
@@ -36,6 +36,7 @@ def test_the_micro_study_runs_at_the_declared_snakemake_floor(tmp_path):
                            cwd=tmp_path / "probe", env=env, capture_output=True,
                            text=True)  # fmt: skip
     assert "nadpipe.runner.surface lacks: []" in probe.stdout + probe.stderr, probe.stderr[-2000:]
+    assert PLANNED in probe.stdout, probe.stdout[-2000:]
 
     write_cifar10_like(str(tmp_path / "cifar"), n_train=96, n_test=48, seed=2)
     (tmp_path / "micro.yaml").write_text(yaml.safe_dump(micro_config("cifar")))

@@ -76,14 +76,27 @@ def test_what_nadpipe_reads_of_snakemakes_internals_exists_in_the_installed_snak
     res = _run(sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "-n",
                "--cores", "1", "-d", str(tmp_path))  # fmt: skip
     assert "nadpipe.runner.surface lacks: []" in res.stdout + res.stderr, res.stderr[-2000:]
+    assert PLANNED in res.stdout, res.stdout[-2000:]
 
 
-PROBE = """from nadpipe.runner.surface import probe
+PROBE = """from nadpipe.runner.surface import on_dry_run_end, planned_jobs, probe
 
 print("nadpipe.runner.surface lacks:", probe(workflow))
+on_dry_run_end(lambda: print(f"nadpipe.runner.surface planned: {planned_jobs(workflow)}"))
 
 
 rule all:
     input:
-        [],
+        "out.txt",
+
+
+rule make:
+    output:
+        "out.txt",
+    params:
+        job={"x": 1},
+    shell:
+        "touch {output}"
 """
+# what the probe's dry run ends with: its jobs, with their rule, wildcards and params' job
+PLANNED = "nadpipe.runner.surface planned: [('all', {}, None), ('make', {}, {'x': 1})]"

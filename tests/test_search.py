@@ -238,6 +238,10 @@ def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
         "each later round: at most 2 protocol(s)" in res.stdout
         and "2 train job(s) each" in res.stdout
     )
+    # and what round 1 costs here (nadpipe.cost): its 20 jobs, priced
+    cost = re.search(r"^round 1: the cost of results-search-single_direction-tiny/ here: 20 jobs "
+                     r"\(.*\), about [\d.]+ (s|min) on 2 cores \(", res.stdout, re.M)  # fmt: skip
+    assert cost is not None and "not priced" not in res.stdout, res.stdout
     assert not list(workdir.glob("results*"))
 
 

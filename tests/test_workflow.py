@@ -1055,3 +1055,26 @@ def test_every_results_folder_side_by_side(run, tmp_path):
                           text=True).stdout  # fmt: skip
     said = f"{ia[0]:g} ± {ia[1]:g}°" if ia[1] else f"{ia[0]:g}°"  # one seed: no spread
     assert f"{arch} ({i}, {j}): " in text and f"; reliance {said} -> " in text, text
+
+
+def test_a_run_records_what_each_job_cost_and_a_dry_run_prices_from_it(run, tmp_path):
+    workdir, _ = run
+    rows = [json.loads(line) for line in
+            (workdir / "results/.nadpipe/costs.jsonl").read_text().splitlines()]  # fmt: skip
+    kinds = {r["kind"] for r in rows}
+    assert {"train", "evaluate", "nads", "plot"} <= kinds and all(r["cpu"] > 0 for r in rows)
+    trains = [r for r in rows if r["kind"] == "train"]
+    epochs, n = MICRO["nad_pairs"]["train"]["epochs"], MICRO["nad_pairs"]["n_train"]
+    assert len(trains) == 8 and all(r["units"] == epochs * n for r in trains)  # one seed each
+    # the same jobs planned again (-F, in a copy with its records): priced from them, within
+    # a few percent of what they cost (medians of the same keys)
+    copy = _copy(workdir, tmp_path)
+    (copy / "results/.nadpipe").mkdir()
+    shutil.copy(workdir / "results/.nadpipe/costs.jsonl", copy / "results/.nadpipe")
+    res = snakemake_here(copy, "-n", "-F", "--cores", "2")
+    line = re.search(r"^nadpipe: the cost of results/ here: .*\((.*?) of CPU; (.*)\)$",
+                     res.stdout + res.stderr, re.M)  # fmt: skip
+    records = re.search(r"([a-z, ]+): from this machine's earlier runs", line[2])[1].split(", ")
+    assert {"evaluate", "nads", "train"} <= set(records), line[0]
+    cpu = float(line[1].split()[0]) * (60 if "min" in line[1] else 1)
+    assert 0.7 * sum(r["cpu"] for r in rows) < cpu < 1.3 * sum(r["cpu"] for r in rows), line[0]

@@ -654,7 +654,7 @@ def cmd_search(args) -> int:
         raise Refused(str(e)) from None
     if args.dry_run:
         try:
-            jobs = ns.plan(s)
+            jobs, cost = ns.plan(s)
         except ns.SearchError as e:
             print(f"nadpipe search: {e}", file=sys.stderr)
             return 1
@@ -666,6 +666,7 @@ def cmd_search(args) -> int:
             f"each later round: at most {2 * len(s.axes)} protocol(s) (two midpoints per numeric "
             f"key, or one and a step outward where the best is the smallest or largest tried), "
             f"{jobs.get('train', 0) // n} train job(s) each"
+            + (f"\nround 1: {cost}" if cost else "")
         )
         return 0
     try:

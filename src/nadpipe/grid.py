@@ -441,3 +441,35 @@ class Plan:
             study = str(df["study"].iloc[0])
             out += [f"{study}: {line}" for line in REGISTRY[study].findings(df)]
         return out
+
+    def _size(self, rule: str, wildcards: dict, spec: dict | None):
+        """A job's size (nadpipe.cost.size): a NAD job that puts shards together merges."""
+        from . import cost
+
+        arch = wildcards.get("arch")
+        merges = rule == "nads" and arch is not None and bool(self.nad_shards(arch))
+        return cost.size(rule, spec, merges)
+
+    def cost(self, jobs: list[tuple[str, dict, dict | None]], cores: int, elsewhere: bool) -> str:
+        """What a dry run's `jobs` (rule, wildcards, params' job spec) cost on this machine's
+        `cores` (`elsewhere`: they compute on a GPU or a cluster): the line it ends with
+        (nadpipe.cost.estimate; models never run here are measured now,
+        nadpipe.jobs.cost_probe)."""
+        from . import cost
+
+        def probe(kind: str, spec: dict) -> tuple[float, float]:
+            from .jobs import cost_probe
+
+            return cost_probe(kind, spec)
+
+        sized = [(rule, self._size(rule, w, spec), spec) for rule, w, spec in jobs]
+        later = any(rule == "nad_round" for rule, _, _ in jobs)
+        return cost.estimate(self.root, sized, cores, probe, elsewhere, later)
+
+    def record_cost(self, done: list[tuple[str, dict, dict | None, str | None]]) -> None:
+        """Record what the jobs a run finished cost (nadpipe.cost.record), for later estimates."""
+        from . import cost
+
+        cost.record(
+            self.root, [(self._size(rule, w, spec), log) for rule, w, spec, log in done if log]
+        )

@@ -181,7 +181,9 @@ def _nad_summary(job: NadJob, art: dict) -> dict:
             "undefined": {str(k): v for k, v in sh["undefined"].items()},
             "eigenvalue_rel_diff_top10": sh["eigenvalue_rel_diff_top10"],
             "halves": sh["halves"],
+            "curve": {str(k): v for k, v in sh.get("curve", {}).items()},
         },
+        "seconds_per_network": art.get("seconds_per_network"),
         "isotropy": art.get("isotropy"),
         "networks": art.get("networks"),
         "rounds": art.get("rounds"),
@@ -671,3 +673,80 @@ def _dynamo_if_deterministic() -> tuple[str, ...]:
 train_job.warm = train_together_job.warm = DYNAMO
 for _job in (nads_job, nad_shard_job, nad_round_job, evaluate_job):
     _job.warm = _dynamo_if_deterministic
+
+
+# -- what a job costs here, measured before a run (nadpipe.cost) -----------------------------
+
+
+def cost_probe(kind: str, spec: dict) -> tuple[float, float]:
+    """A job's CPU-seconds on this machine's CPU, measured now at small sizes of it: the fixed
+    part and the part per unit of one repetition (nadpipe.cost.Size: a training's epoch per
+    sample, an evaluation per training sample, NADs per network), through the code the job
+    runs (the training loop, the evaluation's conditions and measures, the NAD estimator) on
+    one thread, with the identity basis for NADs where a study needs them. `spec`: the job
+    spec of a `kind` job (nadpipe.cost.KINDS), as its params give it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with on_cpu():
+            return _probe(kind, spec)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _spent(work) -> float:
+    before = worker.used()[0]
+    work()
+    return worker.used()[0] - before
+
+
+def _line(at, small: int, large: int) -> tuple[float, float]:
+    """(fixed, per unit) through the CPU-seconds `at` two sizes."""
+    low, high = at(small), at(large)
+    per = max(high - low, 0.0) / (large - small) if large > small else high / large
+    return max(low - per * small, 0.0), per
+
+
+def _probe(kind: str, spec: dict) -> tuple[float, float]:
+    if kind == "nads":
+        job = typed(NadJob, spec["nads"] if "first" in spec else spec)
+        build = partial(models.build, job.model)
+
+        def nads_at(n: int) -> float:
+            settings = replace(job.settings, n_networks=n)
+            return _spent(lambda: compute_nads(build, settings, job.model.shape, "cpu", False))
+
+        return _line(nads_at, 4, 12)
+    training = kind == "train"
+    job = typed(TrainJob if training else EvalJob, spec)
+    data = job.data[0] if training else job.data
+    vectors = torch.eye(data.shape.d) if job.nads is not None else None
+    n = int(data.get("n_train"))
+
+    def built(m: int):
+        sized = replace(data, settings=tuple((k, m if k == "n_train" else v) for k, v in
+                                             data.settings))  # fmt: skip
+        return sized, REGISTRY[job.study].build(sized, vectors)
+
+    if training:
+        once = replace(job.train, epochs=1)
+
+        def train_at(m: int) -> float:
+            _, splits = built(m)
+            x, y = splits["train"]
+            net = models.build(job.model)
+            return _spent(lambda: train([net], x[None], y[None], once, [0], None, None, False))
+
+        batch = job.train.batch_size
+        small = min(2 * batch, n // 2 or 1)
+        train_at(small)  # once unmeasured: an optimizer's first step imports torch._dynamo (1 s)
+        return _line(train_at, small, min(4 * batch, n))
+    # an evaluation: its conditions scale with the training set, its measures do not
+    m = min(2 * job.batch_size, n)
+    sized, splits = built(m)
+    net = models.build(job.model).eval()
+    conditions = _spent(
+        lambda: evaluate_conditions(net, splits, job.batch_size, dict(job.conditions))
+    )
+    measures = _spent(lambda: _measures(replace(job, data=sized), net, splits, vectors))
+    return measures, conditions / m

@@ -48,6 +48,8 @@ KEPT = "{root}/.nadpipe/kept"
 CHUNKS = "{root}/.nadpipe/chunks"
 # this run's batches, written by the main process for the jobs Snakemake starts elsewhere
 BATCHES = "{root}/.nadpipe/batches.json"
+# what each job a run executed cost, one JSON line a job: what a dry run prices (nadpipe.cost)
+COSTS = "{root}/.nadpipe/costs.jsonl"
 
 
 def rule_path(template: str, root: str, **fixed: str) -> str:

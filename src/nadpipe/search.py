@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import re
 import shlex
 import signal
 import subprocess
@@ -458,9 +459,10 @@ def _snakemake(search: Search, configfile: Path, *args: str) -> list[str]:
     ]
 
 
-def plan(search: Search) -> dict[str, int]:
+def plan(search: Search) -> tuple[dict[str, int], str]:
     """What round 1 would run: Snakemake's dry run of it, as jobs per rule ({} when every cell is
-    made already). Writes nothing of the search's (its config goes to a temporary file)."""
+    made already), and the line its dry run ends with, its cost on this machine ("" when none:
+    nadpipe.cost). Writes nothing of the search's (its config goes to a temporary file)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -471,13 +473,12 @@ def plan(search: Search) -> dict[str, int]:
     if res.returncode != 0:
         tail = "\n".join(out.splitlines()[-25:])
         raise SearchError(f"round 1's dry run failed (exit {res.returncode}):\n{tail}")
-    return job_stats(out)
+    cost = re.search(r"^nadpipe: the cost of .*$", out, re.M)
+    return job_stats(out), cost[0].removeprefix("nadpipe: ") if cost else ""
 
 
 def job_stats(output: str) -> dict[str, int]:
     """Jobs per rule, from the job stats Snakemake prints ({} when it had nothing to do)."""
-    import re
-
     stats = re.search(r"Job stats:\n(.*?)\ntotal", output, re.S)
     if stats is None:
         return {}
@@ -526,8 +527,6 @@ def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
 def trainings(log: Path) -> int:
     """The trainings a round ran, from the job stats Snakemake printed in its log (the cells'
     train jobs, and a group of seeds' one each)."""
-    import re
-
     jobs = job_stats(log.read_text(errors="replace")).items()
     return sum(n for rule, n in jobs if rule == "train" or re.fullmatch(r"train_\w+_seeds", rule))
 

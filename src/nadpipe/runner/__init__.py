@@ -93,6 +93,8 @@ class Run:
                 runs.summarise_at_exit(
                     plan.final_outputs, self.warnings, lambda: self.ended, results, plan.findings
                 )
+            else:  # its last line: what the run would cost here (nadpipe.cost)
+                surface.on_dry_run_end(lambda: logger.info(self.cost()))
         for message in self.warnings:
             logger.warning(f"{WARNING} {message}")
 
@@ -137,6 +139,16 @@ class Run:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         if self.main and self.slots:
             logger.info(f"nadpipe: {slots.describe(self.slots)}")
+
+    def cost(self) -> str:
+        """What this dry run's jobs would cost on this machine (the plan prices them); an
+        estimate that fails says so in one line and leaves the dry run as it was."""
+        try:
+            jobs = surface.planned_jobs(self.workflow)
+            elsewhere = self.accelerated or not self.local
+            return self.plan.cost(jobs, surface.cores(self.workflow), elsewhere)
+        except Exception as e:  # noqa: BLE001 -- the dry run said what it had to say
+            return f"nadpipe: no cost estimate ({type(e).__name__}: {e})"
 
     def forced(self) -> frozenset[str]:
         """The rules this command reruns whatever their outputs (--forcerun, -R; "all" for
@@ -185,6 +197,8 @@ class Run:
         self.ended = True
         if self.server is not None:
             self.server.terminate()
+        with contextlib.suppress(Exception):  # a record the next estimate reads, never a failure
+            self.plan.record_cost(surface.jobs_done(self.workflow))
         runs.remove_leftovers(self.results)
         back = [] if ok else runs.restore_kept(self.results)
         for path in list(back):

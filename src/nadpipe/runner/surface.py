@@ -28,7 +28,8 @@ LOCKS, INCOMPLETE, SCRIPTS, LOGS = (
 def probe(workflow: Any) -> list[str]:
     """What of this module the running Snakemake does not give, by name (empty: all of it);
     called from a Snakefile while Snakemake parses it (tests/test_lint.py, tests/test_floor.py).
-    The job record is checked on its class: it exists once the run starts."""
+    The job record is checked on its class: it exists once the run starts; the DAG's jobs and
+    the end of a dry run by the probe's Snakefile, which prints them from on_dry_run_end."""
     import importlib
 
     def record() -> None:
@@ -51,6 +52,7 @@ def probe(workflow: Any) -> list[str]:
         "forget_job_record": record,
         "forced": lambda: forced(["snakemake", "-R", "x", "-F"]) == {"x", "all"} or 1 / 0,
         "on_nothing_to_do": nothing,
+        "cores": lambda: cores(workflow),
     }
     failed = []
     for name, check in checks.items():
@@ -154,6 +156,58 @@ def on_nothing_to_do(said: Callable[[], None]) -> None:
                 said()
 
     logging.getLogger("snakemake.logging").addHandler(Nothing())  # Snakemake's logger, 9.0 on
+
+
+def on_dry_run_end(said: Callable[[], None]) -> None:
+    """Call `said` when a dry run with jobs to run ends (Snakemake logs that it was a dry run,
+    its job table said; it calls no workflow handler in a dry run)."""
+    import logging
+
+    class DryRun(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if str(record.msg).startswith(DRY_RUN_MSG):
+                said()
+
+    logging.getLogger("snakemake.logging").addHandler(DryRun())
+
+
+# how Snakemake 9 ends a dry run with jobs (snakemake.workflow, not a named constant)
+DRY_RUN_MSG = "This was a dry-run"
+
+
+def _spec(job: Any) -> Any:
+    """The job's params' `job` (nadpipe's job spec; None for a rule without one)."""
+    return job.params.get("job") if hasattr(job.params, "get") else None
+
+
+def planned_jobs(workflow: Any) -> list[tuple[str, dict, Any]]:
+    """The jobs a dry run's DAG holds to run: (rule, wildcards, the params' `job`)."""
+    dag = workflow.dag
+    jobs = set(dag.needrun_jobs(exclude_finished=False)) | set(dag.finished_jobs)
+    return sorted(
+        ((j.rule.name, dict(j.wildcards_dict), _spec(j)) for j in jobs),
+        key=lambda job: (job[0], sorted(job[1].items())),
+    )
+
+
+def jobs_done(workflow: Any) -> list[tuple[str, dict, Any, str | None]]:
+    """The jobs this run finished: (rule, wildcards, the params' `job`, its log or None)."""
+    return [
+        (j.rule.name, dict(j.wildcards_dict), _spec(j), str(j.log[0]) if j.log else None)
+        for j in workflow.dag.finished_jobs
+    ]
+
+
+def cores(workflow: Any) -> int:
+    """The cores this command gives its jobs: --cores (or a profile's); where a dry run gave
+    none (Snakemake then plans with 1), this machine's, as the run it previews would take with
+    `--cores all`."""
+    given = any(
+        a.split("=")[0] in ("--cores", "--jobs", "-c", "-j") or a[:2] in ("-c", "-j")
+        for a in command_line()[1:]
+    )
+    cores = getattr(workflow.resource_settings, "cores", None)
+    return int(cores if given and cores else os.cpu_count() or 1)
 
 
 def run_logs_since(born: float) -> list[str]:

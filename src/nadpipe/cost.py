@@ -1,0 +1,283 @@
+"""What a run costs, before it runs: a dry run's jobs priced in CPU-seconds on this machine.
+
+Each job of the workflow has a size (`size`): its kind, its architecture, a key of everything
+that sets its cost but the numbers it scales with, and those numbers: `reps` times a count `n`
+(a training: seeds x epochs repetitions of an epoch over n_train samples; an evaluation: one
+pass over n_train; NADs: n networks). A price comes, in this order, from:
+1. "records": this machine's earlier runs of jobs of the same key (`record` writes them at the
+   end of every run that executed jobs, into results/.nadpipe/costs.jsonl; a dry run reads its
+   own results folder's and those of the folders beside it);
+2. "scaled": this machine's records of the same kind and architecture at another size,
+   scaled by reps x n;
+3. "measured": a probe of the model on this machine now (nadpipe.jobs.cost_probe: the real
+   training loop, evaluation and NAD estimator at two small sizes, a line through both), kept
+   in the user's cache so that it is measured once;
+4. a job that draws a figure or writes a table: its own records, else LIGHT.
+The wall time is the CPU-seconds over the cores, plus what Snakemake spends per job. Torch-free
+but for the probe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# CPU-seconds of a job that draws a figure, writes a table or a report page, where no record
+# says (the default study's 14 such jobs: 0.08 to 0.98, median 0.58; 2 cores of an AMD EPYC)
+LIGHT = 0.6
+# wall seconds a run spends per job beside the jobs' own work: Snakemake's scheduling and the
+# job script's start (the default study: 3:05 for 125 jobs whose CPU-seconds over 2 cores
+# give 2:40)
+PER_JOB = 0.2
+# jobs that only touch a file (a cell's empty ahead file, nadpipe.batching): their cost is
+# Snakemake's own, in PER_JOB
+EMPTY = {"trains_alone"}
+# the kinds a probe can measure, with the rules whose params carry their job spec
+KINDS = {"nads": "nads", "nad_shard": "nads", "train": "train", "evaluate": "evaluate"}
+
+
+@dataclass(frozen=True)
+class Size:
+    """A job's size: its `kind` (a rule's name where no probe prices it), `arch` (None for a
+    job of no architecture), `key` (what sets its cost besides reps and n), `reps` x `n`."""
+
+    kind: str
+    arch: str | None
+    key: str
+    reps: float = 1.0
+    n: float = 1.0
+
+    @property
+    def units(self) -> float:
+        return self.reps * self.n
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _settings(data: dict) -> dict:
+    return dict(data.get("settings") or ())
+
+
+def size(rule: str, spec: dict | None, merges: bool = False) -> Size:
+    """The size of a job of `rule` whose params give the job spec `spec` (a plain dict of
+    nadpipe.grid's NadJob, NadShardJob, TrainJob, EvalJob; None: a job without one). `merges`:
+    a nads job that only puts its shards together."""
+    kind = KINDS.get(rule)
+    if kind is None or spec is None or (kind == "nads" and (merges or spec.get("file"))):
+        return Size(rule, None, rule)
+    if rule == "nad_shard":
+        job, networks = spec["nads"], spec["stop"] - spec["first"]
+    if kind == "nads":
+        job = spec["nads"] if rule == "nad_shard" else spec
+        networks = networks if rule == "nad_shard" else job["settings"]["n_networks"]
+        settings = {k: v for k, v in job["settings"].items() if k != "n_networks"}
+        return Size("nads", job["arch"], _digest(["nads", job["model"], settings]), 1, networks)
+    data = spec["data"][0] if kind == "train" else spec["data"]
+    shape = data["shape"]
+    fixed = {k: v for k, v in _settings(data).items() if k != "n_train"}
+    n_train = _settings(data).get("n_train") or 1
+    if kind == "train":
+        train = {k: v for k, v in spec["train"].items() if k != "epochs"}
+        key = _digest(["train", spec["model"], train, shape, sorted(fixed), spec["study"]])
+        reps = len(spec["seeds"]) * spec["train"]["epochs"]
+        return Size("train", spec["arch"], key, reps, n_train)
+    key = _digest(
+        ["evaluate", spec["model"], spec["analysis"], spec["measures"], spec["conditions"],
+         spec["batch_size"], shape, fixed, spec["study"]]
+    )  # fmt: skip
+    return Size("evaluate", spec["arch"], key, 1, n_train)
+
+
+def host() -> str:
+    """This machine, as the records name it: its name and its CPU count."""
+    return f"{platform.node()}/{os.cpu_count()}"
+
+
+def record(results: str, done: list[tuple[Size, str]]) -> None:
+    """Append to results/.nadpipe/costs.jsonl the CPU-seconds of each job a run executed: its
+    size and its log (the usage table beside it, nadpipe.runner.worker.usage)."""
+    from .paths import COSTS, at
+
+    lines = []
+    for s, log in done:
+        table = Path(str(log).removesuffix(".log") + ".usage.tsv")
+        try:
+            wall, cpu, _ = table.read_text().splitlines()[1].split("\t")
+        except (OSError, IndexError, ValueError):
+            continue  # a job that wrote no usage (Snakemake's own, or killed)
+        row = {**s.__dict__, "units": s.units, "cpu": float(cpu), "wall": float(wall)}
+        row["host"] = host()
+        lines.append(json.dumps({**row, "when": time.time()}, sort_keys=True))
+    if not lines:
+        return
+    path = at(COSTS, results)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def records(results: str) -> list[dict]:
+    """This machine's records: of the results folder `results` and of the folders beside it."""
+    from .paths import COSTS, at
+
+    here = Path(results).resolve()
+    folders = [here, *(p for p in here.parent.iterdir() if p.is_dir() and p != here)]
+    out = []
+    for folder in folders:
+        try:
+            text = Path(at(COSTS, str(folder))).read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if row.get("host") == host() and {"kind", "arch", "key", "cpu"} <= set(row):
+                row["units"] = row.get("units") or row.get("reps", 1) * row.get("n", 1)
+                out.append(row)
+    return out
+
+
+def _cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "nadpipe" / "probes.jsonl"
+
+
+def _probed() -> dict[str, dict]:
+    try:
+        rows = [json.loads(line) for line in _cache().read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return {}
+    return {r["key"]: r for r in rows if r.get("host") == host()}
+
+
+def _keep_probe(row: dict) -> None:
+    path = _cache()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(json.dumps({**row, "host": host()}, sort_keys=True) + "\n")
+    except OSError:
+        pass  # no cache: measured again next time
+
+
+@dataclass
+class Price:
+    """A job's CPU-seconds and where they come from ("records", "scaled", "measured",
+    "light"; "none" when nothing could price it, with `why`)."""
+
+    cpu: float
+    source: str
+    why: str = ""
+
+
+def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
+    """A job's CPU-seconds (see the module's docstring for the order of the sources); `probe`
+    measures a size's (fixed, per unit) CPU-seconds now (nadpipe.jobs.cost_probe)."""
+    same = [r["cpu"] / max(r["units"], 1e-9) for r in past if r["key"] == s.key]
+    if same:
+        return Price(statistics.median(same) * s.units, "records")
+    if s.kind in EMPTY:
+        return Price(0.0, "light")
+    if s.arch is None:
+        return Price(LIGHT, "light")
+    alike = [
+        r["cpu"] / max(r["units"], 1e-9)
+        for r in past
+        if r["kind"] == s.kind and r["arch"] == s.arch
+    ]
+    if alike:
+        return Price(statistics.median(alike) * s.units, "scaled")
+    if s.key not in probes and probe is not None:
+        try:
+            fixed, per = probe()
+        except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
+            return Price(math.nan, "none", f"{type(e).__name__}: {e}")
+        probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
+        _keep_probe(probes[s.key])
+    if s.key in probes:
+        p = probes[s.key]
+        return Price(s.reps * (p["fixed"] + p["per"] * s.n), "measured")
+    return Price(math.nan, "none", "no record, no probe")
+
+
+def clock(seconds: float) -> str:
+    """Seconds as a reader takes them: 45 s, 3.2 min, 1.4 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+PROBED = ("train", "evaluate", "nads")
+
+
+def estimate(
+    results: str,
+    jobs: list[tuple[str, Size, dict | None]],
+    cores: int,
+    probe=None,
+    elsewhere: bool = False,
+    later: bool = False,
+) -> str:
+    """The line a dry run ends with: its results folder, its jobs by kind, the time they take
+    on this machine's `cores` and the CPU-seconds, and where each kind's price came from.
+    `jobs`: (rule, size, job spec); `probe(kind, spec)` measures a size now
+    (nadpipe.jobs.cost_probe); `elsewhere`: the jobs compute on a GPU or a cluster, which no
+    record or probe of this machine's CPU prices; `later`: checkpoints will plan more jobs (NAD
+    rounds)."""
+    past, probes = records(results), _probed()
+    priced = []
+    for rule, s, spec in jobs:
+        measure = None
+        if probe is not None and s.kind in PROBED and spec is not None:
+            measure = lambda kind=s.kind, spec=spec: probe(kind, spec)  # noqa: E731
+        priced.append((rule, s, price(s, past, probes, measure)))
+    kinds: dict[str, int] = {}
+    for _, s, _ in priced:
+        group = s.kind if s.kind in PROBED else "others"
+        kinds[group] = kinds.get(group, 0) + 1
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    known = [p.cpu for _, _, p in priced if math.isfinite(p.cpu)]
+    cpu = sum(known)
+    wall = cpu / max(cores, 1) + PER_JOB * len(priced)
+    sources: dict[str, list[str]] = {}
+    for _, s, p in priced:
+        group = s.kind if s.kind in PROBED else "others"
+        if group not in sources.get(p.source, []):
+            sources.setdefault(p.source, []).append(group)
+    words = {
+        "records": "from this machine's earlier runs",
+        "scaled": "scaled from this machine's runs at another size",
+        "measured": "measured now on this machine",
+        "light": f"nadpipe's figure for a small job, {LIGHT} CPU-s (0 for an empty file)",
+    }
+    said = "; ".join(
+        f"{', '.join(sorted(sources[source]))}: {words[source]}"
+        for source in words
+        if source in sources
+    )
+    line = (
+        f"nadpipe: the cost of {results}/ here: {len(priced)} jobs ({counts}), about "
+        f"{clock(wall)} on {cores} core{'s' if cores != 1 else ''} ({clock(cpu)} of CPU; {said})"
+    )
+    missing = [(rule, s, p) for rule, s, p in priced if not math.isfinite(p.cpu)]
+    if missing:
+        rule, s, p = missing[0]
+        line += f"; {len(missing)} job(s) not priced, e.g. {rule} of {s.arch}: {p.why}"
+    if later:
+        line += "; more once the NAD rounds say how many networks they need"
+    if elsewhere:
+        line += "; priced on this machine's CPU, while its jobs compute on a GPU or a cluster"
+    return line

@@ -1,0 +1,84 @@
+"""What a run costs before it runs (nadpipe.cost): each job's size from its spec, its price from
+this machine's records, else from its records at another size, else measured now; and the line
+a dry run ends with."""
+
+import json
+import math
+import re
+
+import yaml
+from conftest import SCHEMA
+from helpers import TINY, snakemake_here
+
+from nadpipe import config as nc
+from nadpipe import cost
+from nadpipe.grid import Plan
+from nadpipe.settings import plain
+
+
+def _plan(tmp_path, change: dict | None = None) -> Plan:
+    cfg = nc.load_config({**TINY, **(change or {})}, SCHEMA)[0]
+    return Plan(cfg, str(tmp_path / "results"))
+
+
+def test_a_jobs_size_is_what_its_spec_scales_with(tmp_path):
+    plan = _plan(tmp_path)
+    cell = plan.cells("nad_pairs")[0]
+    spec = plain(plan.train_job(cell.study, cell.arch, cell.variant, (cell.seed,)))
+    s = cost.size("train", spec)
+    train = TINY["nad_pairs"]
+    assert (s.kind, s.arch, s.reps, s.n) == (
+        "train",
+        "mlp",
+        train["train"]["epochs"],
+        train["n_train"],
+    )
+    evaluation = cost.size("evaluate", plain(plan.eval_job(*cell.__dict__.values())))
+    assert (evaluation.kind, evaluation.reps, evaluation.n) == ("evaluate", 1, train["n_train"])
+    nads = cost.size("nads", plain(plan.nad_job("mlp")))
+    assert (nads.kind, nads.n) == ("nads", TINY["nads"]["n_networks"])
+    # another size of the same job keeps its key; another model does not
+    more = _plan(tmp_path, {"nads": {"n_networks": 96}})
+    assert cost.size("nads", plain(more.nad_job("mlp"))).key == nads.key
+    wider = _plan(
+        tmp_path, {"architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}}}
+    )
+    assert cost.size("nads", plain(wider.nad_job("mlp"))).key != nads.key
+    # a merge of shards, a figure: small jobs
+    assert cost.size("nads", plain(plan.nad_job("mlp")), merges=True).arch is None
+    assert cost.size("plot", None) == cost.Size("plot", None, "plot")
+
+
+def test_a_price_comes_from_records_then_other_sizes_then_a_probe():
+    s = cost.Size("train", "lenet", "k", reps=10, n=2000)
+    same = {"kind": "train", "arch": "lenet", "key": "k", "units": 20000, "cpu": 4.0}
+    other = {**same, "key": "other", "units": 10000, "cpu": 1.0}
+    assert cost.price(s, [same, other], {}) == cost.Price(4.0, "records")
+    assert cost.price(s, [other], {}) == cost.Price(2.0, "scaled")  # 1 CPU-s per 10 000 units
+    probes: dict = {}
+    measured = cost.price(s, [], probes, lambda: (0.1, 0.0002))
+    assert measured.source == "measured" and math.isclose(measured.cpu, 10 * (0.1 + 0.4))
+    failed = cost.price(cost.Size("train", "x", "y"), [], {}, lambda: 1 / 0)
+    assert failed.source == "none" and "ZeroDivisionError" in failed.why
+    assert cost.price(cost.Size("plot", None, "plot"), [], {}).source == "light"
+
+
+def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_path):
+    # no record on this machine and an empty cache: the models are measured now, then kept
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    first = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
+    line = re.search(r"^nadpipe: the cost of results/ here: (\d+) jobs \((.*?)\), about "
+                     r"(.*?) on 2 cores \((.*?) of CPU; (.*)\)$", first.stdout + first.stderr,
+                     re.M)  # fmt: skip
+    assert line is not None, first.stderr[-2000:]
+    stats = re.search(r"^total\s+(\d+)$", first.stdout + first.stderr, re.M)
+    assert int(line[1]) == int(stats[1])  # every job Snakemake planned
+    assert "train 1" in line[2] and "evaluate 1" in line[2] and "nads 1" in line[2]
+    measured = re.search(r"([a-z, ]+): measured now on this machine", line[5])[1].split(", ")
+    assert sorted(measured) == ["evaluate", "nads", "train"]
+    kept = (tmp_path / "cache/nadpipe/probes.jsonl").read_text().splitlines()
+    assert len(kept) == 3 and all(json.loads(r)["per"] >= 0 for r in kept)
+    again = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
+    assert line[0] in again.stdout + again.stderr  # the same price, from the cache
+    assert (tmp_path / "cache/nadpipe/probes.jsonl").read_text().splitlines() == kept
