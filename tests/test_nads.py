@@ -300,3 +300,30 @@ def test_a_stopped_nad_computation_keeps_its_chunks_and_its_rerun_computes_only_
     assert {k: after[k] for k in before} == before and len(after) == 12  # only the rest
     whole = sample_sensitivities(partial(build, spec), settings, spec.shape, progress=False)
     assert torch.equal(again, whole)  # bit for bit
+
+
+def test_a_split_half_curve_forecasts_the_networks_a_target_needs():
+    from nadpipe.convergence import forecast, verdict
+
+    # overlap n / (n + 800): logit(overlap) = log(n / 800), a line in log n through 0.5 at 800
+    curve = {str(n): n / (n + 800) for n in (100, 200, 400)}
+    assert forecast({"curve": curve}, 0.5) == 800 and forecast({"curve": curve}, 0.8) == 3200
+    assert forecast({"curve": {"100": 0.3, "200": 0.3}}, 0.5) is None  # no rise: no forecast
+    assert forecast({"curve": {"100": 0.3}}, 0.5) is None
+    art = {"split_half": {"overlap": {"10": 1 / 3}, "undefined": {}, "curve": curve,
+                          "halves": [200, 200]},
+           "isotropy": {"anisotropy": 9.0, "samples": 400, "d": 1024},
+           "seconds_per_network": 0.05}  # fmt: skip
+    kind, text = verdict(art, 0.5, "raise nads.n_networks (now 400)")
+    assert kind == "not converged" and text.endswith(
+        "raise nads.n_networks (now 400); its split-half curve (0.11 at 100, 0.20 at 200, 0.33 "
+        "at 400) reaches 0.5 near 800 networks, about 40 s here"
+    ), text
+
+
+def test_the_split_half_curve_is_measured_on_the_first_networks():
+    art = compute_nads(RandomLinear, NadSettings(n_networks=400, n_points=2), SHAPE, progress=False)
+    curve = art["split_half"]["curve"]
+    assert sorted(curve) == [50, 100, 200, 400] and curve[400] == art["split_half"]["overlap"][10]
+    g = torch.randn(40, 1024, generator=torch.Generator().manual_seed(1)).double()
+    assert sorted(split_half(g, 1)["curve"]) == [40]  # halves of 10 networks: rank 9 < 10

@@ -480,7 +480,25 @@ def split_half(g: torch.Tensor, n_points: int, ks: tuple[int, ...] = KS) -> dict
     scale = (ea[0] + eb[0]) / 2
     if scale > 0:
         out["eigenvalue_rel_diff_top10"] = ((ea[:top] - eb[:top]).abs().max() / scale).item()
+    out["curve"] = _curve(per_net, out["overlap"].get(10, float("nan")))
     return out
+
+
+def _curve(per_net: torch.Tensor, top10: float) -> dict[int, float]:
+    """The split-half top-10 overlap of the first n/8, n/4, n/2 networks and of all n: how it
+    grows with the networks, from which nadpipe.convergence.forecast reads how many a target
+    needs. Only the sizes whose halves have rank 10 or more."""
+    n, d = per_net.shape[0], per_net.shape[2]
+    curve = {}
+    for m in (n // 8, n // 4, n // 2):
+        halves = [per_net[:m][h::2].reshape(-1, d) for h in (0, 1)]
+        if min(len(h) for h in halves) - 1 < 10 or d < 10:
+            continue
+        (_, va), (_, vb) = (nads_from_sensitivities(h, 10) for h in halves)
+        curve[m] = subspace_overlap(va, vb, 10)
+    if math.isfinite(top10):
+        curve[n] = top10
+    return curve
 
 
 def compute_nads(
@@ -505,6 +523,7 @@ def compute_nads(
     what to do about too few networks ({n}: the networks; None: no verdict, as in the workflow,
     whose figure job says it). `born`: where the networks are drawn, `kept`: where finished
     chunks are kept (both: sample_sensitivities)."""
+    start = time.perf_counter()
     g = sample_sensitivities(
         as_network(build, shape, settings),
         settings,
@@ -515,7 +534,9 @@ def compute_nads(
         born,
         kept=kept,
     )
-    return nads_of(g, settings, shape, device, progress, advice)
+    # what a network cost here: how long the networks a forecast asks for would take
+    per = (time.perf_counter() - start) / settings.n_networks
+    return nads_of(g, settings, shape, device, progress, advice, per)
 
 
 def as_network(build: Callable, shape: Shape, settings: NadSettings) -> Callable[[], nn.Module]:
@@ -536,9 +557,12 @@ def nads_of(
     device: torch.device | str = "cpu",
     progress: bool = True,
     advice: str | None = "raise NadSettings.n_networks (now {n})",
+    seconds_per_network: float | None = None,
 ) -> dict:
     """The NAD artifact (compute_nads) of the sensitivities `g` of `settings.n_networks`
-    networks (sample_sensitivities, or the shards of nadpipe.shards put together)."""
+    networks (sample_sensitivities, or the shards of nadpipe.shards put together);
+    `seconds_per_network`, what one took to compute, for the forecast of more
+    (nadpipe.convergence.forecast_said)."""
     bad = (~torch.isfinite(g)).any(dim=1).reshape(settings.n_networks, -1).any(dim=1)
     if bad.any():
         first = int(bad.nonzero()[0])
@@ -565,6 +589,7 @@ def nads_of(
         "isotropy": isotropy(g, evals[0].item()),
         "settings": asdict(settings),
         "device": torch.device(device).type,
+        "seconds_per_network": seconds_per_network,
     }
     if progress and advice is not None:
         sh = art["split_half"]
