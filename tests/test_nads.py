@@ -309,7 +309,8 @@ def test_a_split_half_curve_forecasts_the_networks_a_target_needs():
     curve = {str(n): n / (n + 800) for n in (100, 200, 400)}
     assert forecast({"curve": curve}, 0.5) == 800 and forecast({"curve": curve}, 0.8) == 3200
     assert forecast({"curve": {"100": 0.3, "200": 0.3}}, 0.5) is None  # no rise: no forecast
-    assert forecast({"curve": {"100": 0.3}}, 0.5) is None
+    assert forecast({"curve": {"100": 0.2}}, 0.5) == 400  # one point: the curve through it
+    assert forecast({"curve": {"100": float("nan")}}, 0.5) is None
     art = {"split_half": {"overlap": {"10": 1 / 3}, "undefined": {}, "curve": curve,
                           "halves": [200, 200]},
            "isotropy": {"anisotropy": 9.0, "samples": 400, "d": 1024},

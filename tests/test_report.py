@@ -145,8 +145,12 @@ def test_a_cell_whose_seeds_cannot_tell_the_channels_apart_is_tied_with_its_inte
     assert v.loc[(0, 100), "verdict"] == "tied" and v.loc[(0, 1000), "verdict"] == "lower"
     mean, se = v.loc[(0, 100), "reliance_mean"], v.loc[(0, 100), "reliance_se"]
     assert abs(mean - 41.633) < 1e-3 and abs(se - 2.8286) < 1e-3  # sd 4.899 over √3
-    # the test accuracy's binomial standard error over all three seeds' 500 test samples
-    assert abs(v.loc[(0, 100), "accuracy_se"] - (0.99 * 0.01 / 1500) ** 0.5) < 1e-12
+    # the test accuracy's binomial standard error over all three seeds' 500 test samples, one
+    # right and one wrong added (Laplace: 100 % is not ± 0)
+    p = (0.99 * 1500 + 1) / 1502
+    assert abs(v.loc[(0, 100), "accuracy_se"] - (p * (1 - p) / 1500) ** 0.5) < 1e-12
+    perfect = cell_verdicts(rows.assign(accuracy=1.0))
+    assert (perfect["accuracy_se"] > 0.0003).all()
     (line,) = pair_findings(rows)
     assert line.endswith(
         "; tied in 1 (45° within 2 standard errors of the seeds' mean angle: they cannot tell "

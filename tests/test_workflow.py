@@ -808,6 +808,9 @@ def test_diverged_and_dead_trainings_are_recorded_and_never_read_as_findings(tmp
     assert "dead i0_j1000 s0" in tail
     landing = (tmp_path / "results/report/landing.rst").read_text()
     assert "4 model(s) did not fit" in landing and "dead i0\\_j1000 (seed 0)" in landing
+    # in the warnings callout, before the numbers
+    callout = landing.split(".. warning::")[1].split("What ran")[0]
+    assert "did not fit their training set" in callout and "diverged" in callout
     for fig in ("heatmap", "reliance", "complexity"):  # still drawn, the cells marked
         img = mpimg.imread(tmp_path / f"results/nad_pairs/plots/{fig}_mlp.png")
         red = (img[..., 0] > 0.8) & (img[..., 1] < 0.3) & (img[..., 2] < 0.3)
@@ -909,6 +912,11 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         assert shown[0].size["width"] >= min(natural, page) * 0.95 and natural > 900
         heading = [h for h in d.find_elements(By.TAG_NAME, "h1") if h.text == "What ran"][0]
         assert shown[0].location["y"] < heading.location["y"] < shown[1].location["y"]
+        # the warnings (48 networks: NADs not converged) in a callout between them, styled
+        (callout,) = d.find_elements(By.CSS_SELECTOR, ".admonition.warning")
+        assert shown[0].location["y"] < callout.location["y"] < heading.location["y"]
+        assert "NADs of lenet" in callout.text and callout.value_of_css_property(
+            "border-left-width") == "4px"
         d.save_screenshot(str(tmp_path / "landing.png"))
         # the config shown in place, not downloaded
         click("Configuration")
@@ -1078,3 +1086,20 @@ def test_a_run_records_what_each_job_cost_and_a_dry_run_prices_from_it(run, tmp_
     assert {"evaluate", "nads", "train"} <= set(records), line[0]
     cpu = float(line[1].split()[0]) * (60 if "min" in line[1] else 1)
     assert 0.7 * sum(r["cpu"] for r in rows) < cpu < 1.3 * sum(r["cpu"] for r in rows), line[0]
+
+
+def test_warnings_that_say_the_same_of_other_jobs_fold_into_one_line():
+    from nadpipe.log import fold
+
+    said = [
+        "NADs of lenet: split-half top-10 overlap 0.07 < 0.5: not converged (logs/nads/a.log)",
+        "cell i0_j100 s0 did not fit: training accuracy 0.51 (logs/train/x.log)",
+        "cell i0_j1000 s2 did not fit: training accuracy 0.50 (logs/train/y.log)",
+        "cell i100_j0 s1 did not fit: training accuracy 0.49 (logs/train/z.log)",
+        "NADs of mlp: split-half top-10 overlap 0.20 < 0.5: not converged (logs/nads/b.log)",
+    ]
+    assert fold(said) == [
+        said[0],
+        f"{said[1]}; and 2 more like it",
+        said[4],  # another architecture's: its own line
+    ]

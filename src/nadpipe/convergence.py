@@ -27,13 +27,13 @@ def forecast(sh: dict, target: float) -> int | None:
     points = sorted(
         (int(m), v) for m, v in (sh.get("curve") or {}).items() if v is not None and 0 < v < 1
     )
-    if len(points) < 2 or not 0 < target < 1:
+    if not points or not 0 < target < 1:
         return None
     xs = [math.log(m) for m, _ in points]
     ys = [math.log(v / (1 - v)) for _, v in points]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     rise = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    if rise <= 0:
+    if len(points) > 1 and rise <= 0:
         return None
     n, v = points[-1]
     return math.ceil(n * (target / (1 - target)) / (v / (1 - v)) - 1e-9)  # 800.0000001: 800

@@ -60,9 +60,11 @@ TIE_SE = 2
 
 
 def accuracy_error(accuracy: float, n: int) -> float:
-    """The binomial standard error of an accuracy measured on n test samples."""
-    p = min(max(accuracy, 0.0), 1.0)
-    return math.sqrt(p * (1 - p) / max(n, 1))
+    """The binomial standard error of an accuracy measured on n test samples, with one sample
+    right and one wrong added (Laplace's rule), so that 100 % on n samples is not ± 0."""
+    n = max(n, 1)
+    p = (min(max(accuracy, 0.0), 1.0) * n + 1) / (n + 2)
+    return math.sqrt(p * (1 - p) / n)
 
 
 def _learned(part: pd.DataFrame) -> pd.Series:

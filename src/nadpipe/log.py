@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -126,3 +127,17 @@ def progress_bar(total: int, desc: str, unit: str = "it", enabled: bool = True):
 
         return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
     return _Lines(total, desc, unit)
+
+
+def fold(warnings: list[str]) -> list[str]:
+    """Warnings that say the same of other jobs (the same words but for their numbers and
+    their log) as one line, the first of them, with how many more: so that a kind repeated
+    over a grid's cells leaves the others in view."""
+    groups: dict[str, list[str]] = {}
+    for w in warnings:
+        words = re.sub(r"\([^()]*\)$", "", w)  # its log
+        groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", words).strip(), []).append(w)
+    return [
+        ws[0] if len(ws) == 1 else f"{ws[0]}; and {len(ws) - 1} more like it"
+        for ws in groups.values()
+    ]

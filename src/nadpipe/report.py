@@ -102,39 +102,59 @@ def _headline(study: str, df: pd.DataFrame) -> str:
         rows,
     )
     notes = REGISTRY[study].findings(df)  # what the study found, computed from its rows
+    return out + "".join(f"\n- {_rst(n)}" for n in notes) + ("\n" if notes else "")
+
+
+def _cautions(study: str, df: pd.DataFrame) -> list[str]:
+    """What a reader of a study's numbers must know first: trainings that diverged, models
+    that did not fit their training set (the warnings callout of the first page)."""
+    out = []
     models = df.drop_duplicates(["arch", "variant", "seed"])
     if df["diverged"].any():
-        notes.append(
-            f"{int(models['diverged'].sum())} training(s) diverged (NaN in the tables, hatched "
-            "in red in the figures)"
+        out.append(
+            f"{study}: {int(models['diverged'].sum())} training(s) diverged (NaN in the tables, "
+            "hatched in red in the figures)"
         )
     if "outcome" in models and (models["outcome"] == NOT_FIT).any():
         dead = models[models["outcome"] == NOT_FIT]
         cells = ", ".join(
             f"{a} {v} (seed {s})" for a, v, s in dead[["arch", "variant", "seed"]].values
         )
-        notes.append(
-            f"{len(dead)} model(s) did not fit their training set (training accuracy at "
-            f"guessing): {cells}; their accuracies stand, their other measures are NaN, and the "
-            f"figures mark them '{NOT_FIT}'"
+        out.append(
+            f"{study}: {len(dead)} model(s) did not fit their training set (training accuracy "
+            f"at guessing): {cells}; their accuracies stand, their other measures are NaN, and "
+            f"the figures mark them '{NOT_FIT}'"
         )
-    return out + "".join(f"\n- {_rst(n)}" for n in notes) + ("\n" if notes else "")
+    return out
 
 
-def _nad_line(path: str, min_overlap: float) -> str:
+def _callout(cautions: list[str]) -> list[str]:
+    """The warnings as a callout (reStructuredText's warning, styled by CALLOUT), each kind
+    said once (nadpipe.log.fold)."""
+    if not cautions:
+        return []
+    from .log import fold
+
+    return [".. warning::", ""] + [f"   - {_rst(c)}" for c in fold(cautions)] + [""]
+
+
+def _nad_line(path: str, min_overlap: float) -> tuple[str, str | None]:
+    """A NAD file's line of the first page, and its warning (None: converged, or read)."""
     from .convergence import networks, verdict
     from .io import load_json
 
     s = load_json(path)  # a damaged file is named, with the command that rebuilds it
     if s.get("file"):
-        return f"{s['arch']}: {s['nads']} NADs read from {s['file']}"
+        return f"{s['arch']}: {s['nads']} NADs read from {s['file']}", None
     st = s["settings"]
-    _, said = verdict(s, min_overlap, f"raise nads.n_networks (now {networks(s)})")
-    return (
+    kind, said = verdict(s, min_overlap, f"raise nads.n_networks (now {networks(s)})")
+    line = (
         f"{s['arch']}: {networks(s)} random networks, {st['estimator']} estimator"
         + (f" (step {st['step']})" if "step" in ESTIMATORS[st["estimator"]].reads else "")
         + f", inputs {'x'.join(map(str, s['shape']))}; {said}"
     )
+    warned = kind in ("not converged", "unknown")
+    return line, f"NADs of {s['arch']}: {said}" if warned else None
 
 
 def _min_overlap(config: dict, path: str) -> float:
@@ -208,12 +228,16 @@ def landing_page(
     figures = _headline_first(list(figures), frames)
     if figures:  # the page leads with the headline figure, full width, under its caption
         parts += [_caption(figures[0]), ""] + _figure(figures[0])
+    lines = [_nad_line(p, _min_overlap(config, p)) for p in nads]
+    cautions = [w for _, w in lines if w] + [
+        c for study, df in frames.items() for c in _cautions(study, df)
+    ]
+    parts += _callout(cautions)  # what a reader must know before the numbers
     parts += ["What ran", "--------", ""]
     for study, df in frames.items():
         parts += [_what_ran(study, config[study], df), ""]
-    if nads:
-        lines = [_nad_line(p, _min_overlap(config, p)) for p in nads]
-        parts += ["**NADs**:", ""] + [f"- {_rst(line)}" for line in lines] + [""]
+    if lines:
+        parts += ["**NADs**:", ""] + [f"- {_rst(line)}" for line, _ in lines] + [""]
     parts += ["Headline numbers", "----------------", ""]
     for study, df in frames.items():
         parts += [_headline(study, df), ""]
@@ -229,7 +253,7 @@ def landing_page(
     ]
     # Snakemake's report centres its first page in a box of the window's height: a page taller
     # than the window would lose its top, out of reach of the scroll bar
-    parts += [".. raw:: html", "", f"   <style>{TOP_ALIGNED}</style>", ""]
+    parts += [".. raw:: html", "", f"   <style>{TOP_ALIGNED} {CALLOUT}</style>", ""]
     save_text("\n".join(parts), output)
 
 
@@ -238,6 +262,14 @@ def landing_page(
 TOP_ALIGNED = (
     ".h-screen.items-center { align-items: safe center; } "
     ".prose.max-w-lg { max-width: none; flex: 1 1 0%; min-width: 0; }"
+)
+
+
+# the warnings callout: docutils' admonition, which the report's own styles leave plain
+CALLOUT = (
+    ".admonition.warning { border-left: 4px solid #d97706; background: #fff7e6; "
+    "padding: 0.4em 1em; margin: 1em 0; } "
+    ".admonition.warning .admonition-title { font-weight: 600; color: #92400e; margin: 0; }"
 )
 
 
@@ -322,5 +354,6 @@ TABLE_STYLE = (
     "border-bottom: 2px solid #bbb; } "
     ".nadpipe-summary tbody tr:nth-child(even) td { background: #f7f8fa; } "
     ".nadpipe-summary tbody tr:hover td { background: #eef4ff; } "
-    ".nadpipe-summary td:last-child { text-align: left; }"
+    ".nadpipe-summary td:last-child, .nadpipe-summary td:first-child, "
+    ".nadpipe-summary th:first-child { text-align: left; }"
 )

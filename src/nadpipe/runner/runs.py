@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from .. import provenance
-from ..log import WARNING
+from ..log import WARNING, fold
 from ..paths import AHEAD, KEPT, LOGS, OWNER, RUN_LOCK, at
 from . import surface
 
@@ -378,7 +378,7 @@ def end(
     found = list(dict.fromkeys([*warnings, *job_warnings(since, at(LOGS, results))]))
     if found:
         lines.append(f"Warnings of this run ({len(found)}):")
-        lines += [f"  - {w}" for w in found]
+        lines += [f"  - {w}" for w in fold(found)]
     return "\n".join(lines)
 
 
