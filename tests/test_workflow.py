@@ -1063,6 +1063,19 @@ def test_every_results_folder_side_by_side(run, tmp_path):
                           text=True).stdout  # fmt: skip
     said = f"{ia[0]:g} ± {ia[1]:g}°" if ia[1] else f"{ia[0]:g}°"  # one seed: no spread
     assert f"{arch} ({i}, {j}): " in text and f"; reliance {said} -> " in text, text
+    # the figure of the change: the one cell framed
+    subprocess.run([sys.executable, "-m", "nadpipe.cli", "diff", str(tmp_path / "results"),
+                    str(tmp_path / "results-other"), "--figure", str(tmp_path / "change.png")],
+                   check=True, capture_output=True)  # fmt: skip
+    assert mpimg.imread(tmp_path / "change.png").shape[1] > 800
+    # the report's page of the runs beside a run: both folders, this one marked, the cell
+    from nadpipe.report import runs_page
+
+    runs_page(str(tmp_path / "results"), str(tmp_path / "runs.html"))
+    page = (tmp_path / "runs.html").read_text()
+    assert "<b>results/</b> (this run)" in page and "<td>results-other/</td>" in page
+    assert f"{arch} ({i}, {j}): {d['cells'][0]['verdict'][0]} -&gt; " in page
+    assert page.count('<img src="data:image/png;base64,') == 1
 
 
 def test_a_run_records_what_each_job_cost_and_a_dry_run_prices_from_it(run, tmp_path):

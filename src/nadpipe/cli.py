@@ -967,6 +967,8 @@ def cmd_diff(args) -> int:
         if not (Path(folder) / "config.yaml").is_file():
             raise Refused(f"{folder} is no results folder (it has no config.yaml)")
     found = runs.diff(args.a, args.b)
+    if args.figure:
+        found["figures"] = runs.diff_figures(args.a, args.b, args.figure)
     print(json.dumps(found, default=str) if args.json else runs.diff_text(found))
     return 0
 
@@ -976,6 +978,12 @@ def _diff_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("a", help="a results folder (e.g. results)")
     c.add_argument("b", help="another (e.g. results-mine)")
     c.add_argument("--json", action="store_true", help=AS_JSON)
+    c.add_argument(
+        "--figure",
+        metavar="PNG",
+        help="also draw each D(v1) ⊕ D(v2) study's cells, A -> B: their verdicts and the change "
+        "of their reliance angles (PNG; a second study's gets its name before .png)",
+    )
 
 
 def _runs_arguments(c: argparse.ArgumentParser) -> None:

@@ -947,3 +947,48 @@ def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: 
         )
     fig.suptitle(f"{arch}: the protocol search against the published table", fontsize=11)
     return _save(fig, output)
+
+
+# -- two runs' cells side by side (nadpipe diff) ----------------------------------------------
+
+SHORT = {"lower": "lower", "higher": "higher", "margin": "margin", "same": "i = j",
+         "edge": "edge", "tied": "tied", "not learned": "none"}  # fmt: skip
+
+
+def verdict_change(both: pd.DataFrame, names: tuple[str, str], study: str, output: str):
+    """Per architecture, every cell (i, j) of a D(v1) ⊕ D(v2) study in two runs A and B
+    (nadpipe.runs.cell_pairs): coloured by the change of its learned seeds' mean reliance angle
+    (B − A, grey where either learned nothing), written with its verdict, "A -> B" and framed
+    where it changed."""
+    archs = list(dict.fromkeys(both["arch"]))
+    fig, axes = plt.subplots(
+        1, len(archs), figsize=(5.2 * len(archs) + 1, 4.8), constrained_layout=True, squeeze=False
+    )
+    im = None
+    for ax, arch in zip(axes[0], archs, strict=True):
+        part = both[both["arch"] == arch].assign(
+            change=lambda d: d["reliance_mean_b"] - d["reliance_mean_a"]
+        )
+        grid = part.pivot_table(index="nad_i", columns="nad_j", values="change", dropna=False)
+        im = ax.imshow(grid.to_numpy(float), origin="lower", cmap="RdBu_r", vmin=-90, vmax=90)
+        ax.set_facecolor("0.85")
+        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
+        ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
+        ax.set(xlabel=AXIS_J, ylabel=AXIS_I, title=arch)
+        rows, cols = list(grid.index), list(grid.columns)
+        for r in part.itertuples():
+            y, x = rows.index(r.nad_i), cols.index(r.nad_j)
+            moved = r.verdict_a != r.verdict_b
+            said = f"{SHORT[r.verdict_a]}\n→ {SHORT[r.verdict_b]}" if moved else SHORT[r.verdict_a]
+            change = f"\n{r.change:+.0f}°" if abs(r.change) >= 0.5 else ""  # NaN: no change
+            ax.text(x, y, said + change, ha="center", va="center", fontsize=8,
+                    fontweight="bold" if moved else "normal")  # fmt: skip
+            if moved:
+                ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=2.5,
+                                           edgecolor="black"))  # fmt: skip
+    fig.colorbar(im, ax=list(axes[0]), label="reliance angle, B − A (degrees)", shrink=0.8)
+    fig.suptitle(
+        f"{study}: {names[0]} (A) -> {names[1]} (B), each cell's verdict; framed: it changed",
+        fontsize=11,
+    )
+    return _save(fig, output)

@@ -204,10 +204,18 @@ def _headline_first(figures: list[str], frames: dict) -> list[str]:
 
 
 def landing_page(
-    config: dict, summaries: list[str], nads: list[str], output: str, figures: list[str] = ()
+    config: dict,
+    summaries: list[str],
+    nads: list[str],
+    output: str,
+    figures: list[str] = (),
+    runs: str | None = None,
 ) -> None:
     """Write the landing page's reStructuredText from the run's config and results, with the
-    headline `figures` (grid.Plan.headline_figures) under the headline numbers."""
+    headline `figures` (grid.Plan.headline_figures) under the headline numbers; and, to `runs`,
+    the page of the runs beside it (`runs_page`)."""
+    if runs is not None:
+        runs_page(os.path.dirname(os.path.dirname(os.path.abspath(output))), runs)
     parts = [
         "nadpipe: which of several equally good solutions an architecture learns",
         "=" * 72,
@@ -271,6 +279,63 @@ CALLOUT = (
     "padding: 0.4em 1em; margin: 1em 0; } "
     ".admonition.warning .admonition-title { font-weight: 600; color: #92400e; margin: 0; }"
 )
+
+
+def runs_page(results: str, output: str, most: int = 6) -> None:
+    """The report's page of every results folder beside `results` (nadpipe.runs.side_by_side
+    of its parent: the keys that differ, what each found, when, by which version), and, for the
+    `most` newest of them that ran a D(v1) ⊕ D(v2) study of this one, its cells against this
+    run's (nadpipe.runs.diff: the cells that changed, and the figure)."""
+    import base64
+    import tempfile
+    from html import escape
+    from pathlib import Path
+
+    from . import runs
+
+    here = Path(results).resolve()
+    found = runs.side_by_side(here.parent)
+    head = ["folder", "made", "nadpipe", "studies", "cells", "keys that differ", "what it found"]
+    rows = []
+    for r in found:
+        mine = r["folder"] == here.name
+        keys = "<br>".join(f"{escape(k)}: {escape(repr(v))}" for k, v in r["differs"].items())
+        said = "<br>".join(escape(f) for f in r["findings"]) or "(no finding stated)"
+        cells = [
+            f"<b>{escape(r['folder'])}/</b> (this run)" if mine else f"{escape(r['folder'])}/",
+            r["made"], ", ".join(r["versions"]) or "?", ", ".join(r["studies"]),
+            str(r["cells"]), keys or "(none)", said,
+        ]  # fmt: skip
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    parts = [
+        f"<h3>Every results folder in {escape(str(here.parent))}, side by side</h3>",
+        '<table class="nadpipe-summary"><thead><tr>'
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>",
+    ]
+    others = sorted((r for r in found if r["folder"] != here.name), key=lambda r: r["made"])
+    for r in others[::-1][:most]:
+        other = here.parent / r["folder"]
+        if not runs.cell_pairs(here, other):
+            continue
+        d = runs.diff(here, other)
+        lines = runs.diff_text(d).splitlines()
+        parts.append(f"<h3>{escape(here.name)}/ -> {escape(r['folder'])}/</h3>")
+        parts.append("<pre>" + escape("\n".join(lines[1:])) + "</pre>")
+        with tempfile.TemporaryDirectory() as tmp:
+            for path in runs.diff_figures(here, other, os.path.join(tmp, "change.png")):
+                data = base64.b64encode(Path(path).read_bytes()).decode()
+                parts.append(f'<img src="data:image/png;base64,{data}" style="max-width:100%">')
+    style = TABLE_STYLE + (
+        " .nadpipe-summary td { vertical-align: top; white-space: normal; text-align: left; }"
+        " pre { white-space: pre-wrap; }"
+    )
+    save_text(
+        f"<html><head><style>{style}</style></head><body>{''.join(parts)}</body></html>\n",
+        output,
+    )
 
 
 def config_page(text: str, output: str) -> None:

@@ -96,9 +96,7 @@ def diff(a: str | Path, b: str | Path) -> dict:
     """Two results folders: the config keys that differ (A's value, B's), per study both ran
     its findings in each, and per cell of a D(v1) ⊕ D(v2) study whose verdict or reliance
     angles changed, both (nadpipe.findings.cell_verdicts)."""
-    import pandas as pd
-
-    from .findings import TIE_SE, cell_verdicts
+    from .findings import TIE_SE
 
     one, two = describe(Path(a)), describe(Path(b))
     keys = sorted(set(one["config"]) | set(two["config"]))
@@ -108,22 +106,22 @@ def diff(a: str | Path, b: str | Path) -> dict:
         if repr(one["config"].get(k)) != repr(two["config"].get(k))
     }
     studies, cells = {}, []
+    paired = cell_pairs(a, b)
     for study in [s for s in one["studies"] if s in two["studies"]]:
         studies[study] = {
             "a": [f for f in one["findings"] if f.startswith(f"{study}: ")],
             "b": [f for f in two["findings"] if f.startswith(f"{study}: ")],
         }
-        da, db = (pd.read_parquet(Path(x) / study / "summary.parquet") for x in (a, b))
-        if not {"nad_i", "nad_j", "reliance_deg"} <= set(da.columns) & set(db.columns):
+        if study not in paired:
             continue
         key = ["arch", "nad_i", "nad_j"]
-        both = cell_verdicts(da).merge(cell_verdicts(db), on=key, suffixes=("_a", "_b"))
-        for row in both.to_dict("records"):
+        for row in paired[study].to_dict("records"):
             span = [
                 [round(row[f"reliance_min_{s}"], 1), round(row[f"reliance_max_{s}"], 1)]
                 for s in "ab"
             ]
-            if row["verdict_a"] != row["verdict_b"] or span[0] != span[1]:
+            same = all(x == y or (x != x and y != y) for x, y in zip(*span, strict=True))
+            if row["verdict_a"] != row["verdict_b"] or not same:  # NaN: no learned seed
                 # the seeds' mean angle and its half-width (TIE_SE standard errors; 0: one seed)
                 interval = [
                     [round(row[f"reliance_mean_{s}"], 1),
@@ -142,6 +140,41 @@ def diff(a: str | Path, b: str | Path) -> dict:
                 )
     return {"a": one["folder"], "b": two["folder"], "differs": differs, "studies": studies,
             "cells": cells}  # fmt: skip
+
+
+def cell_pairs(a: str | Path, b: str | Path) -> dict:
+    """Per D(v1) ⊕ D(v2) study both folders ran: every cell both have, its verdict and angles
+    in A (columns ending _a) and in B (_b), from nadpipe.findings.cell_verdicts."""
+    import pandas as pd
+
+    from .findings import cell_verdicts
+
+    out = {}
+    for path in sorted(Path(a).glob("*/summary.parquet")):
+        other = Path(b) / path.parent.name / "summary.parquet"
+        if not other.is_file():
+            continue
+        da, db = pd.read_parquet(path), pd.read_parquet(other)
+        if not {"nad_i", "nad_j", "reliance_deg"} <= set(da.columns) & set(db.columns):
+            continue
+        key = ["arch", "nad_i", "nad_j"]
+        both = cell_verdicts(da).merge(cell_verdicts(db), on=key, suffixes=("_a", "_b"))
+        out[str(da["study"].iloc[0])] = both
+    return out
+
+
+def diff_figures(a: str | Path, b: str | Path, output: str) -> list[str]:
+    """The figure of each D(v1) ⊕ D(v2) study both folders ran (nadpipe.plots.verdict_change):
+    the first at `output`, any other at `output` with its study's name before the suffix. The
+    files written."""
+    from .plots import verdict_change
+
+    written = []
+    for k, (study, both) in enumerate(cell_pairs(a, b).items()):
+        path = output if k == 0 else str(Path(output).with_suffix(f".{study}.png"))
+        verdict_change(both, (Path(a).name, Path(b).name), study, path)
+        written.append(path)
+    return written
 
 
 def diff_text(d: dict) -> str:
@@ -165,4 +198,5 @@ def diff_text(d: dict) -> str:
             f"  {c['study']} {c['arch']} ({c['nad_i']}, {c['nad_j']}): {va} -> {vb}; reliance "
             f"{angle(*ia)} -> {angle(*ib)}"
         )
+    lines += [f"  the figure: {f}" for f in d.get("figures", [])]
     return "\n".join(lines)

@@ -66,8 +66,15 @@ rule report_landing:
         summaries=expand(path(npath.SUMMARY), study=CFG.enabled()),
         nads=expand(path(npath.NAD) + ".json", arch=PLAN.nad_architectures()),
         figures=PLAN.headline_figures(),
+        config=path(npath.CONFIG),
     output:
-        path(npath.LANDING),
+        landing=path(npath.LANDING),
+        runs=report(
+            path(npath.RUNS_PAGE),
+            caption="../report/runs.rst",
+            category="Runs side by side",
+            labels={"architecture": "all", "figure": "runs"},
+        ),
     log:
         logs("report_landing.log"),
     conda:

@@ -1,4 +1,5 @@
-"""The report's landing page: what ran and the headline numbers of this run."""
+"""The report's landing page: what ran and the headline numbers of this run; and its page of
+the runs beside it."""
 
 from nadpipe.runner import worker
 
@@ -8,7 +9,8 @@ worker.run(
     sm.params.config,
     list(sm.input.summaries),
     list(sm.input.nads),
-    sm.output[0],
+    sm.output.landing,
     list(sm.input.figures),
+    runs=sm.output.runs,
     log=sm.log[0],
 )
