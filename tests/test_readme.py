@@ -12,6 +12,8 @@ import pandas as pd
 import torch
 from conftest import REPO
 
+from nadpipe.log import LOG
+
 README = (REPO / "README.md").read_text()
 
 
@@ -22,6 +24,9 @@ def block(after: str, lang: str) -> str:
 
 
 def test_the_nads_in_python_snippet_runs_as_printed(capsys, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger=LOG.name)
     scope = {}
     exec(block("**From Python**", "python"), scope)  # noqa: S102 -- the README's own code
     art = scope["art"]
@@ -31,9 +36,11 @@ def test_the_nads_in_python_snippet_runs_as_printed(capsys, caplog):
     assert set(art["split_half"]["overlap"]) == {1, 10, 50, 100}
     captured = capsys.readouterr()
     assert "tensor(" in captured.out and "10:" in captured.out
-    # the verdict the README promises: a warning (b879b52: compute_nads said nothing)
+    # the verdict the README promises: converged, at about 0.9 (b879b52: compute_nads said
+    # nothing; the issue of 0a58d4e: the README's examples ended in warnings)
     said = caplog.text + captured.err  # nadpipe's handler, or pytest's when it has one
-    assert "WARNING" in said and "raise NadSettings.n_networks (now 200)" in said
+    assert "WARNING" not in said and "split-half top-10 overlap 0.9" in said, said
+    assert "top-10 overlap about 0.9" in README
 
 
 def _lines(block_text: str) -> list[list[str]]:
@@ -92,7 +99,12 @@ def test_the_command_line_block_runs_as_written(tmp_path):
             for line in lines]  # fmt: skip
     assert all(r.returncode == 0 for r in outs), [r.stderr[-1500:] for r in outs]
     assert np.load(tmp_path / "lenet.npy").shape == (1024, 1024)
-    assert torch.load(tmp_path / "cnn.pt", weights_only=True)["vectors"].shape == (3072, 3072)
+    assert torch.load(tmp_path / "cnn.pt", weights_only=True)["vectors"].shape == (1024, 1024)
+    # both converge, as the README says: no warning, and the overlaps it states
+    assert not any("WARNING" in r.stderr for r in outs[:2]), [r.stderr[-800:] for r in outs]
+    said = [re.search(r"overlaps of the first k NADs: .*k=10: (\d\.\d\d)", r.stderr)[1]
+            for r in outs[:2]]  # fmt: skip
+    assert f"about {said[0]} from 1 300 networks" in README and float(said[1]) >= 0.85, said
     assert (tmp_path / "cnn.png").stat().st_size > 10_000
     assert re.search(r"^10 +0\.\d{3}", outs[3].stdout, re.M)  # overlaps of the two bases
 
