@@ -295,7 +295,7 @@ def test_cifar_changes_replan_only_what_they_touch(studies):
 def test_missing_cifar_stops_snakemake_before_any_job_or_plans_a_download(tmp_path):
     config = {
         "nad_pairs": {"enabled": False},
-        "flip": {"enabled": True},
+        "flip": {"enabled": True, "architectures": ["lenet", "mlp"]},  # a dry run prices them
         "nads": {"n_networks": 22},
         "cifar10": {"root": "data/missing"},
     }

@@ -66,7 +66,7 @@ def test_a_price_comes_from_records_then_other_sizes_then_a_probe():
 def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_path):
     # no record on this machine and an empty cache: the models are measured now, then kept
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
-    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**__import__("os").environ, "NADPIPE_CACHE": str(tmp_path / "cache")}
     first = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
     line = re.search(r"^nadpipe: the cost of results/ here: (\d+) jobs \((.*?)\), about "
                      r"(.*?) on 2 cores \((.*?) of CPU; (.*)\)$", first.stdout + first.stderr,
@@ -77,8 +77,8 @@ def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_pat
     assert "train 1" in line[2] and "evaluate 1" in line[2] and "nads 1" in line[2]
     measured = re.search(r"([a-z, ]+): measured now on this machine", line[5])[1].split(", ")
     assert sorted(measured) == ["evaluate", "nads", "train"]
-    kept = (tmp_path / "cache/nadpipe/probes.jsonl").read_text().splitlines()
+    kept = (tmp_path / "cache/probes.jsonl").read_text().splitlines()
     assert len(kept) == 3 and all(json.loads(r)["per"] >= 0 for r in kept)
     again = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
     assert line[0] in again.stdout + again.stderr  # the same price, from the cache
-    assert (tmp_path / "cache/nadpipe/probes.jsonl").read_text().splitlines() == kept
+    assert (tmp_path / "cache/probes.jsonl").read_text().splitlines() == kept

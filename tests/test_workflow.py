@@ -915,8 +915,10 @@ def test_the_report_in_a_real_browser(run, tmp_path):
         # the warnings (48 networks: NADs not converged) in a callout between them, styled
         (callout,) = d.find_elements(By.CSS_SELECTOR, ".admonition.warning")
         assert shown[0].location["y"] < callout.location["y"] < heading.location["y"]
-        assert "NADs of lenet" in callout.text and callout.value_of_css_property(
-            "border-left-width") == "4px"
+        assert (
+            "NADs of lenet" in callout.text
+            and callout.value_of_css_property("border-left-width") == "4px"
+        )
         d.save_screenshot(str(tmp_path / "landing.png"))
         # the config shown in place, not downloaded
         click("Configuration")

@@ -10,8 +10,8 @@ pass over n_train; NADs: n networks). A price comes, in this order, from:
 2. "scaled": this machine's records of the same kind and architecture at another size,
    scaled by reps x n;
 3. "measured": a probe of the model on this machine now (nadpipe.jobs.cost_probe: the real
-   training loop, evaluation and NAD estimator at two small sizes, a line through both), kept
-   in the user's cache so that it is measured once;
+   training loop, evaluation and NAD estimator at small sizes), kept in nadpipe's cache
+   (nadpipe.io.cache) so that it is measured once;
 4. a job that draws a figure or writes a table: its own records, else LIGHT.
 The wall time is the CPU-seconds over the cores, plus what Snakemake spends per job. Torch-free
 but for the probe.
@@ -149,8 +149,9 @@ def records(results: str) -> list[dict]:
 
 
 def _cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "nadpipe" / "probes.jsonl"
+    from .io import cache
+
+    return cache() / "probes.jsonl"
 
 
 def _probed() -> dict[str, dict]:
@@ -202,7 +203,8 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
         try:
             fixed, per = probe()
         except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
-            return Price(math.nan, "none", f"{type(e).__name__}: {e}")
+            said = str(e) if type(e).__name__ == "ProbeTooSlow" else f"{type(e).__name__}: {e}"
+            return Price(math.nan, "none", said)
         probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
         _keep_probe(probes[s.key])
     if s.key in probes:

@@ -123,6 +123,15 @@ def set_run_values(**values) -> None:
     os.environ[RUN_ENV] = json.dumps({**run_values(), **values}, sort_keys=True)
 
 
+def cache() -> Path:
+    """nadpipe's cache on this machine: $NADPIPE_CACHE, else $XDG_CACHE_HOME/nadpipe, else
+    ~/.cache/nadpipe (the model checks that passed, nadpipe.verdicts; the models' measured
+    costs, nadpipe.cost)."""
+    if os.environ.get("NADPIPE_CACHE"):
+        return Path(os.environ["NADPIPE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nadpipe"
+
+
 def in_workflow() -> bool:
     """Whether this process is a job of a workflow run (else: the `nadpipe` command, Python)."""
     return "options" in run_values()

@@ -95,6 +95,7 @@ def nads_job(
     device = setup(backend)
     start = time.perf_counter()
     shape = job.model.shape
+    per_network = None  # what a network took here: computed, not read or put together
     # a merge keeps its outputs for a later merge's failure to put back (runs.restore_kept).
     # Only a merge: any change of its settings makes newer shards, so NADs put back look stale
     # to Snakemake; a job without inputs has nothing that would say so, so it forgets them
@@ -129,6 +130,7 @@ def nads_job(
         networks = job.settings.n_networks
         say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
         kept = _chunks(root, job.arch, job, device)
+        computing = time.perf_counter()
         art = compute_nads(
             partial(models.build, job.model),
             job.settings,
@@ -139,6 +141,9 @@ def nads_job(
             kept=kept,
         )
         shutil.rmtree(kept, ignore_errors=True)
+        # what a network took here, for the readable record's forecast (nadpipe.convergence);
+        # not in the artifact, which is the same bytes on any run
+        per_network = (time.perf_counter() - computing) / networks
     art.update(_nad_record(job), arch=job.arch, provenance=provenance(), networks=networks)
     if rounds:
         art["rounds"] = rounds
@@ -153,7 +158,7 @@ def nads_job(
     atomic_write(npy, lambda tmp: np.save(open(tmp, "wb"), art["vectors"].numpy()))
     seconds = time.perf_counter() - start
     sh = art["split_half"]
-    save_json(_nad_summary(job, art), summary)
+    save_json({**_nad_summary(job, art), "seconds_per_network": per_network}, summary)
     if shards:  # what a later merge's failure puts back (see the start of this job)
         keep([artifact, npy, summary], at(KEPT, root), root)
     line = f"NADs of {job.arch}: {len(art['vectors'])} of d = {shape.d} in {seconds:.1f}s"
@@ -185,7 +190,6 @@ def _nad_summary(job: NadJob, art: dict) -> dict:
             "halves": sh["halves"],
             "curve": {str(k): v for k, v in sh.get("curve", {}).items()},
         },
-        "seconds_per_network": art.get("seconds_per_network"),
         "isotropy": art.get("isotropy"),
         "networks": art.get("networks"),
         "rounds": art.get("rounds"),
@@ -685,8 +689,10 @@ def cost_probe(kind: str, spec: dict) -> tuple[float, float]:
     part and the part per unit of one repetition (nadpipe.cost.Size: a training's epoch per
     sample, an evaluation per training sample, NADs per network), through the code the job
     runs (the training loop, the evaluation's conditions and measures, the NAD estimator) on
-    one thread, with the identity basis for NADs where a study needs them. `spec`: the job
-    spec of a `kind` job (nadpipe.cost.KINDS), as its params give it."""
+    one thread, with the identity basis for NADs where a study needs them. A model that is
+    slow here is measured at one size only (PROBE_SLOW), and its evaluation's measures not at
+    all (ProbeTooSlow): a dry run stays short. `spec`: the job spec of a `kind` job
+    (nadpipe.cost.KINDS), as its params give it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -696,6 +702,15 @@ def cost_probe(kind: str, spec: dict) -> tuple[float, float]:
         torch.set_num_threads(threads)
 
 
+# CPU-seconds of a probe's first size above which it measures no second one
+PROBE_SLOW = 2.0
+
+
+class ProbeTooSlow(RuntimeError):
+    """A probe that would take too long for a dry run, or that needs what a dry run does not
+    read."""
+
+
 def _spent(work) -> float:
     before = worker.used()[0]
     work()
@@ -703,26 +718,47 @@ def _spent(work) -> float:
 
 
 def _line(at, small: int, large: int) -> tuple[float, float]:
-    """(fixed, per unit) through the CPU-seconds `at` two sizes."""
-    low, high = at(small), at(large)
-    per = max(high - low, 0.0) / (large - small) if large > small else high / large
+    """(fixed, per unit) through the CPU-seconds `at` two sizes; at the small one alone, all
+    per unit, where that took PROBE_SLOW or more."""
+    low = at(small)
+    if low >= PROBE_SLOW or large <= small:
+        return 0.0, low / small
+    high = at(large)
+    per = max(high - low, 0.0) / (large - small)
     return max(low - per * small, 0.0), per
+
+
+def _eigh_seconds(d: int) -> float:
+    """The CPU-seconds of the NADs' eigendecomposition of a d x d covariance here, from one of
+    256 x 256 scaled as d³ (that of 3 072 takes 10 s on one thread: not measured whole)."""
+    a = torch.randn(256, 256, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    spd = a @ a.T
+    return _spent(lambda: torch.linalg.eigh(spd)) * (d / 256) ** 3
 
 
 def _probe(kind: str, spec: dict) -> tuple[float, float]:
     if kind == "nads":
+        from .nads import as_network, sample_sensitivities
+
         job = typed(NadJob, spec["nads"] if "first" in spec else spec)
-        build = partial(models.build, job.model)
+        build = as_network(partial(models.build, job.model), job.model.shape, job.settings)
 
         def nads_at(n: int) -> float:
-            settings = replace(job.settings, n_networks=n)
-            return _spent(lambda: compute_nads(build, settings, job.model.shape, "cpu", False))
+            settings = replace(job.settings, n_networks=n, networks_per_chunk=n)
+            shape = job.model.shape
+            return _spent(lambda: sample_sensitivities(build, settings, shape, "cpu", False))
 
-        return _line(nads_at, 4, 12)
+        fixed, per = _line(nads_at, 1, 3)
+        return fixed + _eigh_seconds(job.model.shape.d), per
     training = kind == "train"
     job = typed(TrainJob if training else EvalJob, spec)
     data = job.data[0] if training else job.data
     vectors = torch.eye(data.shape.d) if job.nads is not None else None
+    if "n_train" not in dict(data.settings):
+        raise ProbeTooSlow(
+            "its data come from CIFAR-10's files, which a dry run does not read; its first "
+            "run's record prices it"
+        )
     n = int(data.get("n_train"))
 
     def built(m: int):
@@ -750,5 +786,10 @@ def _probe(kind: str, spec: dict) -> tuple[float, float]:
     conditions = _spent(
         lambda: evaluate_conditions(net, splits, job.batch_size, dict(job.conditions))
     )
+    if conditions >= PROBE_SLOW:
+        raise ProbeTooSlow(
+            f"its model takes {conditions:.0f} CPU-s for {m} samples here, too long to measure "
+            "an evaluation in a dry run; its first evaluation's record prices it"
+        )
     measures = _spent(lambda: _measures(replace(job, data=sized), net, splits, vectors))
     return measures, conditions / m

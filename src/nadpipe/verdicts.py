@@ -16,7 +16,6 @@ makes the next command check again.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from pathlib import Path
 
@@ -27,11 +26,10 @@ _passed: list[str] = []  # keys of the checks this process ran and passed
 
 
 def folder() -> Path:
-    """Where the verdicts live."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]) / "model-checks"
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "nadpipe" / "model-checks"
+    """Where the verdicts live (in nadpipe.io.cache, whose first choice is CACHE_ENV)."""
+    from .io import cache
+
+    return cache() / "model-checks"
 
 
 def _key(spec: ModelSpec) -> str | None:
