@@ -32,6 +32,10 @@ os.environ["NADPIPE_CACHE"] = os.path.join(
     tempfile.gettempdir(), f"nadpipe-tests-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}"
 )
 
+# a dry run's cost from records alone: its probes would measure each test config's models,
+# a minute over the suite; tests/test_cost.py and the search's dry run measure them
+os.environ["NADPIPE_DRY_RUN_COST"] = "records"
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -4,6 +4,7 @@ a dry run ends with."""
 
 import json
 import math
+import os
 import re
 
 import yaml
@@ -66,7 +67,7 @@ def test_a_price_comes_from_records_then_other_sizes_then_a_probe():
 def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_path):
     # no record on this machine and an empty cache: the models are measured now, then kept
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
-    env = {**__import__("os").environ, "NADPIPE_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "NADPIPE_CACHE": str(tmp_path / "cache"), cost.PROBES_ENV: "measure"}
     first = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
     line = re.search(r"^nadpipe: the cost of results/ here: (\d+) jobs \((.*?)\), about "
                      r"(.*?) on 2 cores \((.*?) of CPU; (.*)\)$", first.stdout + first.stderr,
@@ -82,3 +83,13 @@ def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_pat
     again = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
     assert line[0] in again.stdout + again.stderr  # the same price, from the cache
     assert (tmp_path / "cache/probes.jsonl").read_text().splitlines() == kept
+
+
+def test_a_dry_run_priced_from_records_alone_says_what_it_did_not_price(tmp_path):
+    # NADPIPE_DRY_RUN_COST=records (the suite's setting): no model measured, each said unpriced
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
+    env = {**os.environ, "NADPIPE_CACHE": str(tmp_path / "cache"), cost.PROBES_ENV: "records"}
+    res = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
+    line = re.search(r"^nadpipe: the cost of results/ here: .*$", res.stdout + res.stderr, re.M)[0]
+    assert "3 job(s) not priced, e.g. evaluate of mlp: no record, no probe" in line, line
+    assert not (tmp_path / "cache/probes.jsonl").exists()

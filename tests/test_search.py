@@ -108,8 +108,10 @@ def _workdir(path: Path) -> Path:
     return path
 
 
-def nadpipe(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    res = subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd)
+def nadpipe(
+    cwd: Path, *args: str, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    res = subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, env=env)
     if check and res.returncode != 0:
         raise AssertionError(f"nadpipe {shlex.join(args)}:\n{res.stdout}\n{res.stderr[-3000:]}")
     return res
@@ -227,7 +229,9 @@ def test_the_printed_advice_redraws_every_protocol_without_training(searched):
 
 def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
     workdir = _workdir(tmp_path)
-    res = nadpipe(workdir, *SEARCH, "--dry-run")
+    # as a user's: the models it has no record of measured (the suite prices from records)
+    env = {**os.environ, "NADPIPE_DRY_RUN_COST": "measure", "NADPIPE_CACHE": str(tmp_path / "c")}
+    res = nadpipe(workdir, *SEARCH, "--dry-run", env=env)
     # NADs read from the basis file, 3 protocols x 2 indices trained (each with its empty
     # ahead file: trained alone, nadpipe.batching) and evaluated, the summary
     assert res.stdout.startswith(

@@ -223,6 +223,14 @@ def clock(seconds: float) -> str:
 
 
 PROBED = ("train", "evaluate", "nads")
+# "records": price from records alone, measure no model (a dry run then stays at its 2 s; what
+# has no record is said unpriced); anything else: measure what has none
+PROBES_ENV = "NADPIPE_DRY_RUN_COST"
+
+
+def probing() -> bool:
+    """Whether a dry run measures the models this machine has no record of (PROBES_ENV)."""
+    return os.environ.get(PROBES_ENV, "") != "records"
 
 
 def estimate(

@@ -464,7 +464,8 @@ class Plan:
 
         sized = [(rule, self._size(rule, w, spec), spec) for rule, w, spec in jobs]
         later = any(rule == "nad_round" for rule, _, _ in jobs)
-        return cost.estimate(self.root, sized, cores, probe, elsewhere, later)
+        measure = probe if cost.probing() else None
+        return cost.estimate(self.root, sized, cores, measure, elsewhere, later)
 
     def record_cost(self, done: list[tuple[str, dict, dict | None, str | None]]) -> None:
         """Record what the jobs a run finished cost (nadpipe.cost.record), for later estimates."""
