@@ -35,6 +35,12 @@ def test_the_site_builds_strictly(tmp_path):
         built = tmp_path / ("index.html" if page == "index" else f"{page}/index.html")
         assert built.exists(), page
         assert f"{page}.md" in (REPO / "mkdocs.yml").read_text()
+    # a list the Markdown made a paragraph (no blank line before it: 0a58d4e's studies page
+    # read "- a - b" in one paragraph); dead links and anchors fail the strict build itself
+    for page in tmp_path.rglob("index.html"):
+        for para in re.findall(r"<p>(.*?)</p>", page.read_text(), re.S):
+            listed = [ln for ln in para.splitlines()[1:] if re.match(r"\s*([-*+]|1\.) ", ln)]
+            assert not listed, (page, listed[0])
     api = (tmp_path / "api" / "index.html").read_text()  # rendered from the docstrings
     assert "a callable without arguments that returns the one-logit network" in api
     assert "nadpipe.bases.compare" in api and "nadpipe.references.read" in api
