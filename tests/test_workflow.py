@@ -1118,3 +1118,29 @@ def test_warnings_that_say_the_same_of_other_jobs_fold_into_one_line():
         f"{said[1]}; and 2 more like it",
         said[4],  # another architecture's: its own line
     ]
+
+
+def test_runs_side_by_side_differ_only_in_what_each_runs():
+    # the keys of a study a folder leaves off set nothing of its run: they differ only among
+    # the folders that run it (0.12.0 listed every key of every study, disabled or not)
+    from nadpipe.runs import _differ, relevant
+
+    default = relevant({"nads.n_networks": 1100, "nad_pairs.enabled": True,
+                        "nad_pairs.indices": [0, 100], "flip.enabled": False, "flip.seeds": [0],
+                        "architectures.mlp.model": "mlp"})  # fmt: skip
+    smoke = relevant({"nads.n_networks": 40, "nad_pairs.enabled": True, "nad_pairs.indices": [0],
+                      "flip.enabled": False, "flip.seeds": [0, 1]})  # fmt: skip
+    flip = relevant(
+        {
+            "nads.n_networks": 1100,
+            "nad_pairs.enabled": False,
+            "nad_pairs.indices": [0, 100],
+            "flip.enabled": True,
+            "flip.seeds": [0, 1],
+        }
+    )
+    assert "flip.seeds" not in default and "nad_pairs.indices" not in flip
+    assert _differ([default, smoke]) == ["architectures.mlp.model", "nad_pairs.indices",
+                                         "nads.n_networks"]  # fmt: skip
+    assert _differ([default, flip]) == ["architectures.mlp.model", "flip.enabled",
+                                        "nad_pairs.enabled"]  # fmt: skip

@@ -31,15 +31,25 @@ def flat(config: Any, prefix: str = "") -> dict[str, Any]:
     return {k.rstrip("."): v for k, v in out.items()}
 
 
+def relevant(config: dict[str, Any]) -> dict[str, Any]:
+    """A dotted config without the keys of the studies it leaves off (their `enabled` stays):
+    what a disabled study would have done sets nothing of a run."""
+    off = {
+        k.removesuffix(".enabled") for k, v in config.items() if k.endswith(".enabled") and not v
+    }
+    return {k: v for k, v in config.items() if k.split(".")[0] not in off or k.endswith(".enabled")}
+
+
 def describe(folder: Path) -> dict:
-    """One results folder: its config (dotted), studies, architectures, cells, findings, the
-    newest summary's time and the nadpipe versions that made its cells."""
+    """One results folder: its config (dotted, the keys of the studies it left off dropped:
+    `relevant`), studies, architectures, cells, findings, the newest summary's time and the
+    nadpipe versions that made its cells."""
     import pandas as pd
     import yaml
 
     from .studies import REGISTRY
 
-    config = flat(yaml.safe_load((folder / "config.yaml").read_text()) or {})
+    config = relevant(flat(yaml.safe_load((folder / "config.yaml").read_text()) or {}))
     studies, archs, cells, found, versions, newest = [], set(), 0, [], set(), 0.0
     for path in sorted(folder.glob("*/summary.parquet")):
         df = pd.read_parquet(path)
@@ -64,14 +74,30 @@ def describe(folder: Path) -> dict:
     }
 
 
+def _differ(configs: list[dict]) -> list[str]:
+    """The keys whose values are not the same in every config that has them (a study's keys
+    only among the configs that run it: `relevant`), or that some config lacks outside a study
+    it leaves off (an architecture one config defines)."""
+    off = [{k.removesuffix(".enabled") for k, v in c.items() if k.endswith(".enabled") and not v}
+           for c in configs]  # fmt: skip
+    keys = sorted({k for c in configs for k in c})
+    out = []
+    for k in keys:
+        values = {repr(c[k]) for c in configs if k in c}
+        missing = [c for c, o in zip(configs, off, strict=True) if k not in c and
+                   k.split(".")[0] not in o]  # fmt: skip
+        if len(values) > 1 or missing:
+            out.append(k)
+    return out
+
+
 def side_by_side(root: str | Path) -> list[dict]:
     """Every results folder under `root` (`describe`), with `differs`: the config keys whose
-    values are not the same in all of them (a key one folder lacks counts), and their values."""
+    values are not the same in all of them (`_differ`), and their values where it has them."""
     runs = [describe(f) for f in folders(root)]
-    keys = sorted({k for r in runs for k in r["config"]})
-    differ = [k for k in keys if len({repr(r["config"].get(k)) for r in runs}) > 1]
+    differ = _differ([r["config"] for r in runs])
     for r in runs:
-        r["differs"] = {k: r["config"].get(k) for k in differ}
+        r["differs"] = {k: r["config"][k] for k in differ if k in r["config"]}
     return runs
 
 
@@ -99,11 +125,10 @@ def diff(a: str | Path, b: str | Path) -> dict:
     from .findings import TIE_SE
 
     one, two = describe(Path(a)), describe(Path(b))
-    keys = sorted(set(one["config"]) | set(two["config"]))
+    absent = "(not in its config)"
     differs = {
-        k: [one["config"].get(k), two["config"].get(k)]
-        for k in keys
-        if repr(one["config"].get(k)) != repr(two["config"].get(k))
+        k: [one["config"].get(k, absent), two["config"].get(k, absent)]
+        for k in _differ([one["config"], two["config"]])
     }
     studies, cells = {}, []
     paired = cell_pairs(a, b)
