@@ -93,3 +93,15 @@ def test_a_dry_run_priced_from_records_alone_says_what_it_did_not_price(tmp_path
     line = re.search(r"^nadpipe: the cost of results/ here: .*$", res.stdout + res.stderr, re.M)[0]
     assert "3 job(s) not priced, e.g. evaluate of mlp: no record, no probe" in line, line
     assert not (tmp_path / "cache/probes.jsonl").exists()
+
+
+def test_a_seed_ensemble_is_priced_as_a_training_of_all_its_seeds(tmp_path):
+    # its rule is the study's own (train_nad_pairs_seeds): the spec says what it is
+    plan = _plan(tmp_path, {"nad_pairs": {**TINY["nad_pairs"], "seeds": [0, 1, 2],
+                                          "group_seeds": True}})  # fmt: skip
+    cell = plan.cells("nad_pairs")[0]
+    spec = plain(plan.train_job(cell.study, cell.arch, cell.variant, (0, 1, 2)))
+    s = cost.size("train_nad_pairs_seeds", spec)
+    assert (s.kind, s.reps) == ("train", 3 * TINY["nad_pairs"]["train"]["epochs"])
+    assert cost.kind_of(plain(plan.nad_shard_job("mlp", 0, 8))) == "nads"
+    assert cost.size("nad_shard", plain(plan.nad_shard_job("mlp", 0, 8))).n == 8

@@ -33,14 +33,12 @@ from pathlib import Path
 # says (the default study's 14 such jobs: 0.08 to 0.98, median 0.58; 2 cores of an AMD EPYC)
 LIGHT = 0.6
 # wall seconds a run spends per job beside the jobs' own work: Snakemake's scheduling and the
-# job script's start (the default study: 3:05 for 125 jobs whose CPU-seconds over 2 cores
-# give 2:40)
+# job script's start (the default study: 3:05 for 180 jobs whose CPU-seconds over 2 cores
+# give 2:37, 0.15 s a job)
 PER_JOB = 0.2
 # jobs that only touch a file (a cell's empty ahead file, nadpipe.batching): their cost is
 # Snakemake's own, in PER_JOB
 EMPTY = {"trains_alone"}
-# the kinds a probe can measure, with the rules whose params carry their job spec
-KINDS = {"nads": "nads", "nad_shard": "nads", "train": "train", "evaluate": "evaluate"}
 
 
 @dataclass(frozen=True)
@@ -67,18 +65,34 @@ def _settings(data: dict) -> dict:
     return dict(data.get("settings") or ())
 
 
+def kind_of(spec: dict | None) -> str | None:
+    """The kind of a job by its spec's fields (a rule's name does not say it: a study's seed
+    ensembles train under a rule of their own): "nads" (NadJob, NadShardJob), "train"
+    (TrainJob), "evaluate" (EvalJob); None for a job without a spec."""
+    if not isinstance(spec, dict):
+        return None
+    if "measures" in spec:
+        return "evaluate"
+    if "seeds" in spec and "train" in spec:
+        return "train"
+    if ("first" in spec and "nads" in spec) or ("settings" in spec and "model" in spec):
+        return "nads"
+    return None
+
+
 def size(rule: str, spec: dict | None, merges: bool = False) -> Size:
     """The size of a job of `rule` whose params give the job spec `spec` (a plain dict of
     nadpipe.grid's NadJob, NadShardJob, TrainJob, EvalJob; None: a job without one). `merges`:
     a nads job that only puts its shards together."""
-    kind = KINDS.get(rule)
-    if kind is None or spec is None or (kind == "nads" and (merges or spec.get("file"))):
+    kind = kind_of(spec)
+    shard = kind == "nads" and "first" in spec
+    if kind is None or (kind == "nads" and not shard and (merges or spec.get("file"))):
         return Size(rule, None, rule)
-    if rule == "nad_shard":
-        job, networks = spec["nads"], spec["stop"] - spec["first"]
     if kind == "nads":
-        job = spec["nads"] if rule == "nad_shard" else spec
-        networks = networks if rule == "nad_shard" else job["settings"]["n_networks"]
+        job = spec["nads"] if shard else spec
+        networks = spec["stop"] - spec["first"] if shard else job["settings"]["n_networks"]
+        if not networks:  # until converged: the rounds' shards compute, this job merges
+            return Size(rule, None, rule)
         settings = {k: v for k, v in job["settings"].items() if k != "n_networks"}
         return Size("nads", job["arch"], _digest(["nads", job["model"], settings]), 1, networks)
     data = spec["data"][0] if kind == "train" else spec["data"]
@@ -86,8 +100,10 @@ def size(rule: str, spec: dict | None, merges: bool = False) -> Size:
     fixed = {k: v for k, v in _settings(data).items() if k != "n_train"}
     n_train = _settings(data).get("n_train") or 1
     if kind == "train":
+        # what a data setting's value is (eps, sigma) costs nothing; the test set is
+        # evaluated every epoch
         train = {k: v for k, v in spec["train"].items() if k != "epochs"}
-        key = _digest(["train", spec["model"], train, shape, sorted(fixed), spec["study"]])
+        key = _digest(["train", spec["model"], train, shape, fixed.get("n_test"), spec["study"]])
         reps = len(spec["seeds"]) * spec["train"]["epochs"]
         return Size("train", spec["arch"], key, reps, n_train)
     key = _digest(

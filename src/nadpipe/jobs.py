@@ -692,7 +692,7 @@ def cost_probe(kind: str, spec: dict) -> tuple[float, float]:
     one thread, with the identity basis for NADs where a study needs them. A model that is
     slow here is measured at one size only (PROBE_SLOW), and its evaluation's measures not at
     all (ProbeTooSlow): a dry run stays short. `spec`: the job spec of a `kind` job
-    (nadpipe.cost.KINDS), as its params give it."""
+    (nadpipe.cost.kind_of), as its params give it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
