@@ -966,9 +966,10 @@ def cmd_diff(args) -> int:
     for folder in (args.a, args.b):
         if not (Path(folder) / "config.yaml").is_file():
             raise Refused(f"{folder} is no results folder (it has no config.yaml)")
-    found = runs.diff(args.a, args.b)
+    paired = runs.cell_pairs(args.a, args.b)  # read once: the text and the figure
+    found = runs.diff(args.a, args.b, paired)
     if args.figure:
-        found["figures"] = runs.diff_figures(args.a, args.b, args.figure)
+        found["figures"] = runs.diff_figures(args.a, args.b, args.figure, paired)
     print(json.dumps(found, default=str) if args.json else runs.diff_text(found))
     return 0
 

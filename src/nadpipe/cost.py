@@ -122,12 +122,12 @@ def record(results: str, done: list[tuple[Size, str]]) -> None:
     """Append to results/.nadpipe/costs.jsonl the CPU-seconds of each job a run executed: its
     size and its log (the usage table beside it, nadpipe.runner.worker.usage)."""
     from .paths import COSTS, at
+    from .runner.worker import usage_table
 
     lines = []
     for s, log in done:
-        table = Path(str(log).removesuffix(".log") + ".usage.tsv")
         try:
-            wall, cpu, _ = table.read_text().splitlines()[1].split("\t")
+            wall, cpu, _ = usage_table(log).read_text().splitlines()[1].split("\t")
         except (OSError, IndexError, ValueError):
             continue  # a job that wrote no usage (Snakemake's own, or killed)
         row = {**s.__dict__, "units": s.units, "cpu": float(cpu), "wall": float(wall)}
@@ -158,8 +158,7 @@ def records(results: str) -> list[dict]:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if row.get("host") == host() and {"kind", "arch", "key", "cpu"} <= set(row):
-                row["units"] = row.get("units") or row.get("reps", 1) * row.get("n", 1)
+            if row.get("host") == host() and {"kind", "arch", "key", "cpu", "units"} <= set(row):
                 out.append(row)
     return out
 
@@ -186,6 +185,11 @@ def _keep_probe(row: dict) -> None:
             f.write(json.dumps({**row, "host": host()}, sort_keys=True) + "\n")
     except OSError:
         pass  # no cache: measured again next time
+
+
+class ProbeTooSlow(RuntimeError):
+    """A probe that would take too long for a dry run, or that needs what a dry run does not
+    read (nadpipe.jobs.cost_probe raises it; its message says why the job is not priced)."""
 
 
 @dataclass
@@ -219,7 +223,7 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
         try:
             fixed, per = probe()
         except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
-            said = str(e) if type(e).__name__ == "ProbeTooSlow" else f"{type(e).__name__}: {e}"
+            said = str(e) if isinstance(e, ProbeTooSlow) else f"{type(e).__name__}: {e}"
             return Price(math.nan, "none", said)
         probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
         _keep_probe(probes[s.key])
@@ -264,25 +268,23 @@ def estimate(
     record or probe of this machine's CPU prices; `later`: checkpoints will plan more jobs (NAD
     rounds)."""
     past, probes = records(results), _probed()
-    priced = []
+    priced = []  # (rule, size, price); a job's group in the line: a probed kind, or "others"
+    kinds: dict[str, int] = {}
+    sources: dict[str, list[str]] = {}
     for rule, s, spec in jobs:
         measure = None
         if probe is not None and s.kind in PROBED and spec is not None:
             measure = lambda kind=s.kind, spec=spec: probe(kind, spec)  # noqa: E731
-        priced.append((rule, s, price(s, past, probes, measure)))
-    kinds: dict[str, int] = {}
-    for _, s, _ in priced:
+        p = price(s, past, probes, measure)
         group = s.kind if s.kind in PROBED else "others"
         kinds[group] = kinds.get(group, 0) + 1
+        if group not in sources.setdefault(p.source, []):
+            sources[p.source].append(group)
+        priced.append((rule, s, p))
     counts = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
     known = [p.cpu for _, _, p in priced if math.isfinite(p.cpu)]
     cpu = sum(known)
     wall = cpu / max(cores, 1) + PER_JOB * len(priced)
-    sources: dict[str, list[str]] = {}
-    for _, s, p in priced:
-        group = s.kind if s.kind in PROBED else "others"
-        if group not in sources.get(p.source, []):
-            sources.setdefault(p.source, []).append(group)
     words = {
         "records": "from this machine's earlier runs",
         "scaled": "scaled from this machine's runs at another size",

@@ -91,10 +91,10 @@ def cell_verdicts(df: pd.DataFrame) -> pd.DataFrame:
     "tied" (every seed on one side, but 45° lies within TIE_SE standard errors of their mean
     angle: the seeds cannot tell the channels apart), "not learned" (no seed learned).
     Each cell carries its intervals: the test accuracy over its seeds with its standard error
-    (`accuracy`, `accuracy_se`: the seeds' spread, or where that is smaller the binomial
-    error of all their test samples together), the learned
-    seeds' mean reliance angle with the standard error of that mean (`reliance_mean`,
-    `reliance_se`; NaN with fewer than two learned seeds)."""
+    (`accuracy`, `accuracy_se`: the seeds' spread, or where that is smaller the binomial error
+    of all their test samples together), the learned seeds' mean reliance angle with the
+    standard error of that mean (`reliance_mean`, `reliance_se`; NaN with fewer than two
+    learned seeds)."""
     test = df[(df["split"] == "test") & (df["condition"] == "both")]
     rows = []
     for (arch, i, j), part in test.groupby(["arch", "nad_i", "nad_j"], sort=False):

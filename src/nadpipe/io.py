@@ -123,12 +123,15 @@ def set_run_values(**values) -> None:
     os.environ[RUN_ENV] = json.dumps({**run_values(), **values}, sort_keys=True)
 
 
+CACHE_ENV = "NADPIPE_CACHE"
+
+
 def cache() -> Path:
-    """nadpipe's cache on this machine: $NADPIPE_CACHE, else $XDG_CACHE_HOME/nadpipe, else
-    ~/.cache/nadpipe (the model checks that passed, nadpipe.verdicts; the models' measured
-    costs, nadpipe.cost)."""
-    if os.environ.get("NADPIPE_CACHE"):
-        return Path(os.environ["NADPIPE_CACHE"])
+    """nadpipe's cache on this machine: $NADPIPE_CACHE (CACHE_ENV), else
+    $XDG_CACHE_HOME/nadpipe, else ~/.cache/nadpipe (the model checks that passed,
+    nadpipe.verdicts; the models' measured costs, nadpipe.cost)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nadpipe"
 
 

@@ -19,6 +19,7 @@ import torch
 from . import models, row
 from . import shards as nad_shards
 from .backend import Backend, facts, on_cpu, setup
+from .cost import ProbeTooSlow
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
 from .findings import DIVERGED, FIT, NOT_FIT, at_chance
@@ -704,11 +705,6 @@ def cost_probe(kind: str, spec: dict) -> tuple[float, float]:
 
 # CPU-seconds of a probe's first size above which it measures no second one
 PROBE_SLOW = 2.0
-
-
-class ProbeTooSlow(RuntimeError):
-    """A probe that would take too long for a dry run, or that needs what a dry run does not
-    read."""
 
 
 def _spent(work) -> float:

@@ -318,14 +318,15 @@ def runs_page(results: str, output: str, most: int = 6) -> None:
     others = sorted((r for r in found if r["folder"] != here.name), key=lambda r: r["made"])
     for r in others[::-1][:most]:
         other = here.parent / r["folder"]
-        if not runs.cell_pairs(here, other):
+        paired = runs.cell_pairs(here, other)  # read once: the text and the figure
+        if not paired:
             continue
-        d = runs.diff(here, other)
-        lines = runs.diff_text(d).splitlines()
+        lines = runs.diff_text(runs.diff(here, other, paired)).splitlines()
         parts.append(f"<h3>{escape(here.name)}/ -> {escape(r['folder'])}/</h3>")
         parts.append("<pre>" + escape("\n".join(lines[1:])) + "</pre>")
         with tempfile.TemporaryDirectory() as tmp:
-            for path in runs.diff_figures(here, other, os.path.join(tmp, "change.png")):
+            change = os.path.join(tmp, "change.png")
+            for path in runs.diff_figures(here, other, change, paired):
                 data = base64.b64encode(Path(path).read_bytes()).decode()
                 parts.append(f'<img src="data:image/png;base64,{data}" style="max-width:100%">')
     style = TABLE_STYLE + (

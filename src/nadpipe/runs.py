@@ -31,12 +31,17 @@ def flat(config: Any, prefix: str = "") -> dict[str, Any]:
     return {k.rstrip("."): v for k, v in out.items()}
 
 
+def _off(config: dict[str, Any]) -> set[str]:
+    """The studies a dotted config leaves off (their `enabled` false)."""
+    return {
+        k.removesuffix(".enabled") for k, v in config.items() if k.endswith(".enabled") and not v
+    }
+
+
 def relevant(config: dict[str, Any]) -> dict[str, Any]:
     """A dotted config without the keys of the studies it leaves off (their `enabled` stays):
     what a disabled study would have done sets nothing of a run."""
-    off = {
-        k.removesuffix(".enabled") for k, v in config.items() if k.endswith(".enabled") and not v
-    }
+    off = _off(config)
     return {k: v for k, v in config.items() if k.split(".")[0] not in off or k.endswith(".enabled")}
 
 
@@ -78,8 +83,7 @@ def _differ(configs: list[dict]) -> list[str]:
     """The keys whose values are not the same in every config that has them (a study's keys
     only among the configs that run it: `relevant`), or that some config lacks outside a study
     it leaves off (an architecture one config defines)."""
-    off = [{k.removesuffix(".enabled") for k, v in c.items() if k.endswith(".enabled") and not v}
-           for c in configs]  # fmt: skip
+    off = [_off(c) for c in configs]
     keys = sorted({k for c in configs for k in c})
     out = []
     for k in keys:
@@ -118,10 +122,10 @@ def text(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def diff(a: str | Path, b: str | Path) -> dict:
+def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
     """Two results folders: the config keys that differ (A's value, B's), per study both ran
     its findings in each, and per cell of a D(v1) ⊕ D(v2) study whose verdict or reliance
-    angles changed, both (nadpipe.findings.cell_verdicts)."""
+    angles changed, both (`cell_pairs`; `paired`: those, when read already)."""
     from .findings import TIE_SE
 
     one, two = describe(Path(a)), describe(Path(b))
@@ -131,7 +135,7 @@ def diff(a: str | Path, b: str | Path) -> dict:
         for k in _differ([one["config"], two["config"]])
     }
     studies, cells = {}, []
-    paired = cell_pairs(a, b)
+    paired = cell_pairs(a, b) if paired is None else paired
     for study in [s for s in one["studies"] if s in two["studies"]]:
         studies[study] = {
             "a": [f for f in one["findings"] if f.startswith(f"{study}: ")],
@@ -188,14 +192,17 @@ def cell_pairs(a: str | Path, b: str | Path) -> dict:
     return out
 
 
-def diff_figures(a: str | Path, b: str | Path, output: str) -> list[str]:
-    """The figure of each D(v1) ⊕ D(v2) study both folders ran (nadpipe.plots.verdict_change):
-    the first at `output`, any other at `output` with its study's name before the suffix. The
-    files written."""
+def diff_figures(
+    a: str | Path, b: str | Path, output: str, paired: dict | None = None
+) -> list[str]:
+    """The figure of each D(v1) ⊕ D(v2) study both folders ran (nadpipe.plots.verdict_change;
+    `paired`: their `cell_pairs`, when read already): the first at `output`, any other at
+    `output` with its study's name before the suffix. The files written."""
     from .plots import verdict_change
 
     written = []
-    for k, (study, both) in enumerate(cell_pairs(a, b).items()):
+    paired = cell_pairs(a, b) if paired is None else paired
+    for k, (study, both) in enumerate(paired.items()):
         path = output if k == 0 else str(Path(output).with_suffix(f".{study}.png"))
         verdict_change(both, (Path(a).name, Path(b).name), study, path)
         written.append(path)

@@ -19,16 +19,15 @@ import hashlib
 import sys
 from pathlib import Path
 
+from .io import CACHE_ENV as CACHE_ENV  # the variable the model checks' folder follows
+from .io import cache
 from .settings import REGISTRY_NAMES, ModelSpec
 
-CACHE_ENV = "NADPIPE_CACHE"
 _passed: list[str] = []  # keys of the checks this process ran and passed
 
 
 def folder() -> Path:
     """Where the verdicts live (in nadpipe.io.cache, whose first choice is CACHE_ENV)."""
-    from .io import cache
-
     return cache() / "model-checks"
 
 

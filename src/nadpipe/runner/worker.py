@@ -123,12 +123,17 @@ def usage(log: str | os.PathLike) -> Iterator[None]:
         yield
     finally:
         cpu, peak = used()
-        table = Path(str(log).removesuffix(".log") + ".usage.tsv")
+        table = usage_table(log)
         with contextlib.suppress(OSError):
             table.write_text(
                 "s\tcpu_time\tmax_rss\n"
                 f"{time.perf_counter() - start:.4f}\t{cpu - cpu_before:.4f}\t{peak:.2f}\n"
             )
+
+
+def usage_table(log: str | os.PathLike) -> Path:
+    """The usage table beside a job's log (`usage`): LOG.usage.tsv."""
+    return Path(str(log).removesuffix(".log") + ".usage.tsv")
 
 
 def used() -> tuple[float, float]:
