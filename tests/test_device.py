@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import SCHEMA
 from helpers import MEASURED, relu_units_820f241, run_every_job
 
 from nadpipe.acceptance import DATA  # shared with `nadpipe doctor --gpu`
@@ -130,6 +131,22 @@ print(sorted(m for m in set(sys.modules) - before if m.startswith("torch")))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["True", "[]"], out.stdout + out.stderr
+
+
+def test_a_cifar_configs_check_and_plan_import_no_torch(tmp_path):
+    # every Snakemake command parses the config and plans: for a CIFAR study that read where
+    # CIFAR-10's files lie from nadpipe.cifar, whose torch import was half of a 3.5 s dry run
+    code = f"""
+import sys
+from nadpipe import config as nc, grid
+raw = {{"nad_pairs": {{"enabled": False}}, "cifar10": {{"download": True, "root": "{tmp_path}"}},
+       "cifar_nad": {{"enabled": True, "architectures": ["lenet"], "indices": [0]}}}}
+cfg, _ = nc.load_config(raw, "{SCHEMA}")
+files = grid.Plan(cfg, "{tmp_path}/results").cifar_files("cifar_nad")
+print(len(files), "torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["7", "False"], out.stdout + out.stderr
 
 
 def test_a_job_in_a_process_of_its_own_imports_torch_only_when_it_uses_it():

@@ -21,49 +21,10 @@ import pickle
 import numpy as np
 import torch
 
+from .cifar_files import BASE_FOLDER, CLASSES, TRAIN_FILES, missing_message
 from .data import sample_dv
 from .io import atomic_write, generator
 from .settings import CifarData
-
-BASE_FOLDER = "cifar-10-batches-py"
-TRAIN_FILES = [f"data_batch_{k}" for k in range(1, 6)]
-FILES = [*TRAIN_FILES, "test_batch", "batches.meta"]
-URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-CLASSES = (
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
-)
-
-
-def cifar_files(root: str) -> list[str]:
-    """The files of the python version of CIFAR-10 under `root`, as torchvision expects them."""
-    return [os.path.join(root, BASE_FOLDER, name) for name in FILES]
-
-
-def missing_files(root: str) -> list[str]:
-    return [p for p in cifar_files(root) if not os.path.isfile(p)]
-
-
-def missing_message(root: str, key: str = "cifar10.root") -> str:
-    missing = missing_files(root)
-    shown = ", ".join(os.path.basename(p) for p in missing[:3])
-    shown += " ..." if len(missing) > 3 else ""
-    return (
-        f"config key {key!r}: CIFAR-10 not found under {root!r} (missing {shown}). Expected the "
-        f"python version as torchvision reads it: {os.path.join(root, BASE_FOLDER)}/"
-        f"{{data_batch_1..5, test_batch, batches.meta}}. Get it with internet access by setting "
-        f"cifar10.download: true, or download {URL} and extract it into {root!r}; or set "
-        f"{key} to where it is."
-    )
-
 
 def _unverified_cifar10():
     """torchvision's CIFAR10 without the md5 checks of the official files (for a directory in

@@ -492,7 +492,7 @@ def cmd_doctor(args) -> int:
         scratch = Path(args.scratch or tempfile.mkdtemp(prefix="nadpipe-doctor-"))
         return acceptance.run(scratch)
     from . import __version__
-    from .cifar import missing_files
+    from .cifar_files import missing_files
     from .provenance import source_hash
     from .runner.slots import describe, pool, slot_count, visible_gpus
 

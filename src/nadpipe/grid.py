@@ -379,7 +379,7 @@ class Plan:
         the files a download writes."""
         if study is not None and not REGISTRY[study].needs_cifar:
             return []
-        from .cifar import cifar_files
+        from .cifar_files import cifar_files
 
         return cifar_files(self.cfg.cifar10.root)
 

@@ -280,7 +280,7 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
                 raise ConfigError(why)
     _check_bands(cfg)
     if any(REGISTRY[s].needs_cifar for s in cfg.enabled()):
-        from ..cifar import missing_files, missing_message
+        from ..cifar_files import missing_files, missing_message
 
         c = cfg.cifar10
         if not c.download and missing_files(c.root):
