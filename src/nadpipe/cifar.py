@@ -26,6 +26,7 @@ from .data import sample_dv
 from .io import atomic_write, generator
 from .settings import CifarData
 
+
 def _unverified_cifar10():
     """torchvision's CIFAR10 without the md5 checks of the official files (for a directory in
     CIFAR-10 format holding other images, e.g. a subset or the tests' generated one).
