@@ -24,8 +24,12 @@ import torch  # noqa: E402  (loads libgomp, which reads the setting above)
 # (where there is no CUDA: tests/standin.py says why)
 from standin import standin  # noqa: E402
 
+from nadpipe.backend import keep_freed_memory  # noqa: E402
+
 matplotlib.use("Agg")
 torch.set_num_threads(2)
+# the test processes compute as jobs do: with the memory settings every job's setup makes
+keep_freed_memory()
 # the model checks that passed (nadpipe.verdicts): this session's own, shared by its processes
 # (pytest-xdist gives them one run id), never the user's cache
 os.environ["NADPIPE_CACHE"] = os.path.join(

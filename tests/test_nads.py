@@ -1,4 +1,7 @@
 import math
+import os
+import subprocess
+import sys
 from functools import partial
 
 import pytest
@@ -328,3 +331,39 @@ def test_the_split_half_curve_is_measured_on_the_first_networks():
     assert sorted(curve) == [50, 100, 200, 400] and curve[400] == art["split_half"]["overlap"][10]
     g = torch.randn(40, 1024, generator=torch.Generator().manual_seed(1)).double()
     assert sorted(split_half(g, 1)["curve"]) == [40]  # halves of 10 networks: rank 9 < 10
+
+
+def test_a_jobs_tensors_reuse_the_memory_they_free():
+    # a NAD chunk's probe buffers are freed and made again every chunk; with glibc's defaults
+    # many went back to the system and were faulted in again page by page (nadpipe.backend.
+    # keep_freed_memory, called by every job's setup; page faults vary with the kernel's huge
+    # pages, so what is counted is where glibc put 20 MiB and what it kept after the free)
+    code = """
+import ctypes, sys, torch
+from nadpipe.backend import keep_freed_memory
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "kept":
+    keep_freed_memory()
+before = libc.mallinfo2()
+x = torch.ones(5 << 20)
+mapped = libc.mallinfo2().hblkhd - before.hblkhd
+del x
+print(mapped >> 20, (libc.mallinfo2().fordblks - before.fordblks) >> 20)
+"""
+    libc, version = (os.confstr("CS_GNU_LIBC_VERSION") or "none 0").split()
+    if libc != "glibc" or tuple(map(int, version.split(".")[:2])) < (2, 33):
+        pytest.skip("glibc's malloc only, counted by its mallinfo2 (glibc 2.33)")
+    said = {
+        way: subprocess.run(
+            [sys.executable, "-c", code, way], capture_output=True, text=True, check=True
+        ).stdout.split()
+        for way in ("default", "kept")
+    }
+    # glibc's default: 20 MiB mapped apart and given back when freed; kept: from the heap,
+    # and still there for the next chunk
+    assert int(said["default"][0]) >= 20 and int(said["default"][1]) < 20, said
+    assert int(said["kept"][0]) == 0 and int(said["kept"][1]) >= 20, said
