@@ -100,15 +100,3 @@ rule make:
 """
 # what the probe's dry run ends with: its jobs, with their rule, wildcards and params' job
 PLANNED = "nadpipe.runner.surface planned: [('all', {}, None), ('make', {}, {'x': 1})]"
-
-
-def test_every_command_reads_the_workflows_own_profile(tmp_path):
-    # profiles/default beside the Snakefile: Snakemake's workflow profile, read by every command
-    # (the greedy scheduler, docs/speed.md); a command typed elsewhere finds it too
-    from helpers import snakemake_here
-
-    profile = REPO / "profiles" / "default"
-    assert yaml.safe_load((profile / "config.yaml").read_text()) == {"scheduler": "greedy"}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"nads": {"n_networks": 24}}))
-    res = snakemake_here(tmp_path, "-n", "--cores", "1")
-    assert f"Using workflow specific profile {profile} " in res.stdout + res.stderr
