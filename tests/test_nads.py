@@ -1,5 +1,4 @@
 import math
-import os
 import subprocess
 import sys
 from functools import partial
@@ -8,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from nadpipe.backend import glibc_version
 from nadpipe.models import build, lenet
 from nadpipe.nads import (
     NadError,
@@ -354,8 +354,7 @@ mapped = libc.mallinfo2().hblkhd - before.hblkhd
 del x
 print(mapped >> 20, (libc.mallinfo2().fordblks - before.fordblks) >> 20)
 """
-    libc, version = (os.confstr("CS_GNU_LIBC_VERSION") or "none 0").split()
-    if libc != "glibc" or tuple(map(int, version.split(".")[:2])) < (2, 33):
+    if (glibc_version() or (0,)) < (2, 33):
         pytest.skip("glibc's malloc only, counted by its mallinfo2 (glibc 2.33)")
     said = {
         way: subprocess.run(

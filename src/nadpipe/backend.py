@@ -178,16 +178,22 @@ def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torc
 MALLOPT = ((-3, 32 << 20), (-1, 1 << 30), (-2, 64 << 20))  # M_MMAP_THRESHOLD, M_TRIM, M_TOP_PAD
 
 
+def glibc_version() -> tuple[int, ...] | None:
+    """This process's glibc as (major, minor); None where the C library is another."""
+    try:
+        name, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()
+    except (ValueError, OSError, AttributeError):  # no such name, or no value: not glibc
+        return None
+    return tuple(int(x) for x in version.split(".")[:2]) if name == "glibc" else None
+
+
 def keep_freed_memory() -> None:
     """Let this process reuse the memory its tensors free (glibc only; elsewhere nothing). A
     NAD chunk's and a training step's buffers of a few MiB are freed and made again at every
     step, and glibc's defaults give many back to the system, so each new one is faulted in
     page by page: `nadpipe nads` of LeNet's 300 networks took 1.38 million page faults, 34 000
     with this, and 1.4 times as long (docs/speed.md). Called by `setup`, so once in every job."""
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
-            return
-    except (ValueError, OSError, AttributeError):  # no such name here: not glibc
+    if glibc_version() is None:
         return
     import ctypes
 
