@@ -23,11 +23,10 @@ from conftest import REPO
 from torch import nn
 
 from nadpipe.backend import Backend
-from nadpipe.batching import batch_key
+from nadpipe.batching import batch_key, stackable
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
 from nadpipe.jobs import evaluate_job, nads_job, train_job, train_together_job
-from nadpipe.train import stackable
 
 # a study of one small MLP cell, for the tests of runs side by side and of faults
 TINY = {

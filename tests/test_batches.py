@@ -5,6 +5,8 @@ member's divergence stays its own; a batch out of device memory trains in halves
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,10 +15,11 @@ from conftest import SCHEMA
 from nadpipe import batching
 from nadpipe import config as nc
 from nadpipe.backend import Backend
+from nadpipe.batching import stackable
 from nadpipe.grid import Plan
 from nadpipe.io import load_torch
 from nadpipe.jobs import train_job, train_together_job
-from nadpipe.train import TrainingDiverged, stackable
+from nadpipe.train import TrainingDiverged
 
 CONFIG = {
     "nad_pairs": {"enabled": False},
@@ -191,3 +194,30 @@ def test_the_plan_batches_only_stale_cells_in_chunks_of_the_batch_size(plan, tmp
     assert [len(b.jobs) for b in batches(plan, 3)] == [3, 3]  # a chunk of one trains alone
     assert batches(plan, 1) == []
     assert all(stackable(c.job) for c in cells)
+
+
+def test_a_plan_of_models_probed_before_imports_no_torch(tmp_path):
+    # every command of a run that trains cells together plans its batches, and whether a model
+    # stacks was a probe with torch (2 to 3 s a command); a registry model's answer is kept
+    # with its model check (nadpipe.verdicts), a batch-norm model's "no" too
+    code = f"""
+import json, sys
+from nadpipe import config as nc, grid, verdicts
+raw = {CONFIG | {"gpus": {"batch_cells": 4}}!r}
+raw["fourier"]["architectures"] = ["mlp", "lenet", "resnet"]
+raw["architectures"]["resnet"] = {{"model": "resnet18"}}
+plan = grid.Plan(nc.load_config(raw, "{SCHEMA}")[0], "{tmp_path}/results")
+sizes = [len(b.jobs) for b in plan.batches(True)]
+verdicts.remember()
+print(json.dumps([sizes, "torch" in sys.modules]))
+"""
+    env = {**os.environ, "NADPIPE_CACHE": str(tmp_path / "cache")}
+
+    def planned():
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout.splitlines()[-1])
+
+    assert planned() == [[4, 4], True]  # the ResNet's cells train alone: batch norm
+    assert sorted(p.read_text() for p in (tmp_path / "cache").rglob("*.stacks")) == ["0", "1", "1"]
+    assert planned() == [[4, 4], False]

@@ -294,7 +294,7 @@ def test_a_registry_model_that_passed_is_not_built_again_and_a_failure_always_is
     from nadpipe import models, verdicts
 
     monkeypatch.setenv(verdicts.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(verdicts, "_passed", [])  # not the passes of the tests before, here
+    monkeypatch.setattr(verdicts, "_found", {})  # not the probes of the tests before, here
     (tmp_path / "user_nets.py").write_text(USER_NETS)
     monkeypatch.syspath_prepend(str(tmp_path))
     built = []  # the real check, counted

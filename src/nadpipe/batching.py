@@ -20,7 +20,7 @@ So batching never changes a cell's inputs or params: `gpus.batch_cells`, the dev
 executor, the grid's order or the other cells never rerun a cell, and a batch holds only cells
 this run trains anyway (`stale`: what Snakemake will rerun, as far as the plan can see before the
 run; a cell it cannot foresee trains alone, one it foresees wrongly is trained and discarded).
-Torch-free but for `stackable`'s probe, made by the caller.
+Torch-free but for `stackable`'s probe of a model not probed before.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .settings import plain
+from . import verdicts
+from .settings import per_model, plain
 
 
 def _digest(obj) -> str:
@@ -110,6 +111,22 @@ def stale(cell: Cell, forced: bool = False) -> bool:
         return True
     made = os.path.getmtime(cell.model)
     return any(not os.path.exists(p) or os.path.getmtime(p) > made for p in cell.inputs)
+
+
+def stackable(job) -> bool:
+    """Whether a train job's (grid.TrainJob) model can train in a batch of cells: neither
+    channels-last nor compile asked for, and copies of the model stack in a vmap
+    (nadpipe.train.model_stacks, which imports torch; remembered for a registry model by
+    nadpipe.verdicts, so that planning a run of models probed before imports none)."""
+    if per_model(job.train):
+        return False
+    stacks = verdicts.stacks(job.model)
+    if stacks is None:
+        from .train import model_stacks
+
+        stacks = model_stacks(job.model)
+        verdicts.note_stacks(job.model, stacks)
+    return stacks
 
 
 def plan(

@@ -299,12 +299,6 @@ class Plan:
         if size <= 1:
             return []
 
-        def stackable(job) -> bool:
-            from .train import stackable  # torch: only for a stale cell (a run with nothing
-            # to train plans without importing it)
-
-            return stackable(job)
-
         forced = forced()
 
         def is_forced(cell: batching.Cell) -> bool:
@@ -313,7 +307,7 @@ class Plan:
             return "all" in forced or bool(reads & forced)
 
         checkpoints = self.at(CHECKPOINTS)
-        return batching.plan(self.batch_cells(), size, stackable, is_forced, checkpoints)
+        return batching.plan(self.batch_cells(), size, batching.stackable, is_forced, checkpoints)
 
     def measures(self, study: str) -> tuple[str, ...]:
         entry = REGISTRY[study]

@@ -153,6 +153,12 @@ class TrainSettings:
             )
 
 
+def per_model(settings: TrainSettings) -> bool:
+    """Whether the training asks for channels-last or compile: settings of one model, not of a
+    vmap, so its models train one after another (and its cells are not batched)."""
+    return settings.channels_last or settings.compile
+
+
 @dataclass(frozen=True)
 class CrossSection:
     n_points: int = 2  # test points with a cross-section each (the figure shows the first)

@@ -31,7 +31,7 @@ from .backend import accelerated, autocast_available, cuda_rng_state, on_cpu, se
 from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 from .log import progress_bar, say
 from .models import build
-from .settings import ModelSpec, TrainSettings, plain, typed
+from .settings import ModelSpec, TrainSettings, per_model, plain, typed
 
 
 class TrainingDiverged(RuntimeError):
@@ -86,12 +86,6 @@ def can_stack(net: nn.Module, x: torch.Tensor) -> bool:
         raise
     finally:
         net.train(was)
-
-
-def per_model(settings: TrainSettings) -> bool:
-    """Whether the training asks for channels-last or compile: settings of one model, not of a
-    vmap, so its models train one after another (and its cells are not batched)."""
-    return settings.channels_last or settings.compile
 
 
 def stacks(nets: list[nn.Module], xs: torch.Tensor, settings: TrainSettings) -> bool:
@@ -439,19 +433,14 @@ def train_one(
     return train([net], x[None], y[None], settings, [seed], checkpoint, None, progress)[0]
 
 
-def stackable(job) -> bool:
-    """Whether a train job's (grid.TrainJob) model can train in a batch of cells (`can_stack`,
-    and neither channels-last nor compile asked for): a probe of the architecture, on the CPU."""
-
-    if per_model(job.train):
-        return False
-    return _stackable_model(json.dumps(plain(job.model), sort_keys=True))
+def model_stacks(spec: ModelSpec) -> bool:
+    """`can_stack` of a model spec: a probe of the architecture on the CPU, once per process
+    (the main process plans every cell's batch; nadpipe.batching.stackable asks)."""
+    return _model_stacks(json.dumps(plain(spec), sort_keys=True))
 
 
 @functools.cache
-def _stackable_model(spec: str) -> bool:
-    """`can_stack` of a model spec (its JSON): probed once per process, not once per cell (the
-    main process plans every cell's batch)."""
+def _model_stacks(spec: str) -> bool:
     model = typed(ModelSpec, json.loads(spec))
     with on_cpu():
         return can_stack(build(model), torch.zeros(2, *model.shape))
