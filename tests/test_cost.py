@@ -59,8 +59,16 @@ def test_a_price_comes_from_records_then_other_sizes_then_a_probe():
     probes: dict = {}
     measured = cost.price(s, [], probes, lambda: (0.1, 0.0002))
     assert measured.source == "measured" and math.isclose(measured.cpu, 10 * (0.1 + 0.4))
-    failed = cost.price(cost.Size("train", "x", "y"), [], {}, lambda: 1 / 0)
-    assert failed.source == "none" and "ZeroDivisionError" in failed.why
+    probes, calls = {}, []
+
+    def fails():
+        calls.append(1)
+        return 1 / 0
+
+    for _ in range(3):  # a probe that fails is tried once per key, not once per job
+        failed = cost.price(cost.Size("train", "x", "y"), [], probes, fails)
+        assert failed.source == "none" and "ZeroDivisionError" in failed.why
+    assert len(calls) == 1
     assert cost.price(cost.Size("plot", None, "plot"), [], {}).source == "light"
 
 

@@ -224,11 +224,16 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
             fixed, per = probe()
         except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
             said = str(e) if isinstance(e, ProbeTooSlow) else f"{type(e).__name__}: {e}"
+            # said once for every job of that key: a paper-sized study's 54 LeNet evaluations
+            # each probed again took a dry run past 14 minutes
+            probes[s.key] = {"key": s.key, "failed": said}
             return Price(math.nan, "none", said)
         probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
         _keep_probe(probes[s.key])
     if s.key in probes:
         p = probes[s.key]
+        if "failed" in p:
+            return Price(math.nan, "none", p["failed"])
         return Price(s.reps * (p["fixed"] + p["per"] * s.n), "measured")
     return Price(math.nan, "none", "no record, no probe")
 
