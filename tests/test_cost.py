@@ -113,3 +113,37 @@ def test_a_seed_ensemble_is_priced_as_a_training_of_all_its_seeds(tmp_path):
     assert (s.kind, s.reps) == ("train", 3 * TINY["nad_pairs"]["train"]["epochs"])
     assert cost.kind_of(plain(plan.nad_shard_job("mlp", 0, 8))) == "nads"
     assert cost.size("nad_shard", plain(plan.nad_shard_job("mlp", 0, 8))).n == 8
+
+
+def test_a_model_too_slow_to_measure_is_foreseen_from_a_few_samples(tmp_path, monkeypatch):
+    # ResNet-18's evaluation at the paper's sizes (4 000 training and 10 000 test samples, one
+    # thread) ran for minutes in a dry run before the probe called it too slow; a training of
+    # it, 36 s. Here every model counts as slow, and the samples the probe ran are counted
+    import pytest
+
+    from nadpipe import jobs, models
+
+    monkeypatch.setattr(jobs, "PROBE_SLOW", 1e-9)
+    seen = []  # (training mode, samples) of each forward call
+    build = models.build
+
+    def counted(spec):
+        net = build(spec)
+        net.register_forward_pre_hook(lambda m, args: seen.append((m.training, len(args[0]))))
+        return net
+
+    monkeypatch.setattr(models, "build", counted)
+    plan = _plan(tmp_path)
+    cell = plan.cells("nad_pairs")[0]
+    evaluation = plain(plan.eval_job(cell.study, cell.arch, cell.variant, cell.seed))
+    seen.clear()  # not the config's model check
+    with pytest.raises(cost.ProbeTooSlow, match=r"about \d+ CPU-s here for \d+ training samples"):
+        jobs.cost_probe("evaluate", evaluation)
+    conditions, splits = len(evaluation["conditions"]), 2
+    assert 0 < sum(n for _, n in seen) <= jobs.PROBE_FEW * conditions * splits, seen
+    seen.clear()
+    training = plain(plan.train_job(cell.study, cell.arch, cell.variant, (cell.seed,)))
+    fixed, per = jobs.cost_probe("train", training)
+    # all per sample, from a warm-up of 2 samples and then a few (the training set: 200)
+    assert fixed == 0 and per > 0
+    assert sum(n for training, n in seen if training) == 2 + jobs.PROBE_FEW, seen
