@@ -224,8 +224,8 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
             fixed, per = probe()
         except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
             said = str(e) if isinstance(e, ProbeTooSlow) else f"{type(e).__name__}: {e}"
-            # said once for every job of that key: a paper-sized study's 54 LeNet evaluations
-            # each probed again took a dry run past 14 minutes
+            # said once for every job of that key: probed again for each of a paper-sized
+            # study's 300 LeNet evaluations, a dry run ran past 14 minutes
             probes[s.key] = {"key": s.key, "failed": said}
             return Price(math.nan, "none", said)
         probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
