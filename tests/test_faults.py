@@ -24,7 +24,7 @@ SNAKEMAKE = [helpers.SNAKEMAKE, "-s", str(REPO / "Snakefile")]
 
 
 def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True)
+    return helpers.run_snakemake([*SNAKEMAKE, *args], cwd=cwd)
 
 
 def typed(cwd: Path, line: str) -> subprocess.CompletedProcess:
@@ -186,8 +186,7 @@ def test_inputs_that_were_accepted_without_a_word_are_refused_or_said(tmp_path):
     def dry(config: dict | str, *extra: str, env=None) -> str:
         text = config if isinstance(config, str) else yaml.safe_dump(config)
         (tmp_path / "config.yaml").write_text(text)
-        res = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", *extra], cwd=tmp_path,
-                             capture_output=True, text=True, env=env)  # fmt: skip
+        res = helpers.run_snakemake([*SNAKEMAKE, "-n", "--cores", "1", *extra], tmp_path, env)
         return res.stdout + res.stderr
 
     small = {"nad_pairs": {"indices": [0], "n_test": 100}}

@@ -5,26 +5,24 @@ the first frozen while it holds its lock (no sleep decides the test)."""
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pandas as pd
 import yaml
 from conftest import REPO
-from helpers import TINY, snakemake_here
+from helpers import SNAKEMAKE, TINY, run_snakemake, snakemake_here
 
 from nadpipe.paths import RUN_LOCK, at
 from nadpipe.runner.runs import holder
 
 
 def snakemake_command(workdir, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), *args]
+    return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), *args]
 
 
 def snakemake(workdir, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Snakemake as a user types it in `workdir` (config files relative to it)."""
-    res = subprocess.run(snakemake_command(workdir, *args), cwd=workdir, capture_output=True,
-                         text=True)  # fmt: skip
+    res = run_snakemake(snakemake_command(workdir, *args), cwd=workdir)
     if check:
         assert res.returncode == 0, (args, res.stdout[-3000:], res.stderr[-3000:])
     return res

@@ -24,6 +24,7 @@ from helpers import (
     SNAKEMAKE,
     command,
     planned,
+    run_snakemake,
     snakemake,
     snakemake_command,
     snakemake_here,
@@ -692,12 +693,12 @@ def test_suggested_commands_keep_the_config_files_the_run_was_started_with(run, 
     )
     base = [SNAKEMAKE, "-s", str(REPO / "Snakefile")]
     tiny = [*base, "--configfile", "tiny.yaml", "--cores", "2"]  # as a user types it, in copy
-    assert subprocess.run(tiny, cwd=copy, capture_output=True).returncode == 0
+    assert run_snakemake(tiny, cwd=copy).returncode == 0
     model = "results/nad_pairs/models/lenet/i0_j0_s0.pt"
     data = (copy / model).read_bytes()
     (copy / model).write_bytes(data[:100])
     (copy / "results/nad_pairs/eval/lenet/i0_j0_s0.parquet").unlink()
-    res = subprocess.run(tiny, cwd=copy, capture_output=True, text=True)
+    res = run_snakemake(tiny, cwd=copy)
     assert res.returncode != 0
     log = (copy / "results/logs/nad_pairs/evaluate/lenet/i0_j0_s0.log").read_text()
     given = re.search(r"Rebuild it with: (\S*snakemake .*)$", log, re.M)[1]
