@@ -2,6 +2,7 @@
 suggests, exactly as printed), and every job of the micro study in-process. Test files import
 from here, never from each other."""
 
+import atexit
 import contextlib
 import io
 import json
@@ -90,7 +91,16 @@ def _fork_server() -> subprocess.Popen:
             [sys.executable, str(Path(__file__).with_name("snakemake_fork.py"))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
         )  # fmt: skip
+        atexit.register(_stop, server)
     return server
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """End the fork server and wait for it, so that the CPU time of the runs it forked counts
+    in this process's children, as a new process's would (`time python -m pytest`)."""
+    if server.poll() is None:
+        server.stdin.close()
+        server.wait(timeout=60)
 
 
 def run_snakemake(
