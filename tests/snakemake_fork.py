@@ -22,7 +22,8 @@ import random
 import sys
 from pathlib import Path
 
-# what a run's Snakemake process imports before it reads the Snakefile, nadpipe aside
+# what a run's Snakemake process imports, nadpipe aside: Snakemake before it reads the Snakefile,
+# torch where a study module or a model check needs it
 PRELOAD = ("snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag",
            "snakemake.scheduling.job_scheduler", "snakemake.script", "jsonschema",
            "yaml", "torch")  # fmt: skip
