@@ -224,12 +224,12 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
             fixed, per = probe()
         except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
             said = str(e) if isinstance(e, ProbeTooSlow) else f"{type(e).__name__}: {e}"
-            # said once for every job of that key: probed again for each of a paper-sized
-            # study's 300 LeNet evaluations, a dry run ran past 14 minutes
+            # kept for this dry run, not in the probe file: every job of that key is said
+            # unpriced without a probe each (a paper-sized study has 300 LeNet evaluations)
             probes[s.key] = {"key": s.key, "failed": said}
-            return Price(math.nan, "none", said)
-        probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
-        _keep_probe(probes[s.key])
+        else:
+            probes[s.key] = {"key": s.key, "fixed": fixed, "per": per}
+            _keep_probe(probes[s.key])
     if s.key in probes:
         p = probes[s.key]
         if "failed" in p:
