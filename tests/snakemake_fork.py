@@ -27,7 +27,7 @@ from pathlib import Path
 PRELOAD = ("snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag",
            "snakemake.scheduling.job_scheduler", "snakemake.script", "jsonschema",
            "yaml", "torch")  # fmt: skip
-PLUGINS = "snakemake_"  # every installed plugin, as Snakemake's registries import them
+PLUGINS = "snakemake_"  # the plugins, as Snakemake's registries import them, and their interfaces
 
 
 def preload() -> None:
