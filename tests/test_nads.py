@@ -245,11 +245,12 @@ def test_colour_nads():
 
 @pytest.mark.parametrize(
     ("model", "n", "windowed", "side"),
-    [("lenet", 110, True, 32), ("lenet", 16, False, 32), ("resnet18", 2, True, 16)],
+    [("lenet", 110, True, 32), ("lenet", 16, False, 16), ("resnet18", 2, True, 16)],
 )
 def test_networks_together_give_the_nads_of_networks_one_after_another(model, n, windowed, side):
     # the dipole of a chunk of networks in one call (vmap over their stacked parameters, the
-    # default on a GPU) against one network after another, on the same networks
+    # default on a GPU) against one network after another, on the same networks (LeNet windowed
+    # at 32 x 32, where both its convolutions are; its plain dipole at any size)
     spec = ModelSpec(model, {}, Shape(1, side, side), 1)
     settings = NadSettings(n_networks=n, networks_per_chunk=8, windowed=windowed)
     build_net = partial(build, spec)

@@ -27,14 +27,14 @@ from nadpipe.settings import ModelSpec, NadSettings, Shape
 LENET = ModelSpec("lenet", {}, Shape(1, 32, 32), 1)
 
 
-def _sharded(settings: NadSettings, size: int, device="cpu") -> dict:
+def _sharded(settings: NadSettings, size: int, device="cpu", spec: ModelSpec = LENET) -> dict:
     """The NADs of `settings`' networks from shards of `size`, computed last shard first."""
     parts = []
     for first, stop in reversed(shards.ranges(settings.n_networks, size)):
-        parts.append(shards.compute(partial(build, LENET), LENET, settings, LENET.shape, first,
+        parts.append(shards.compute(partial(build, spec), spec, settings, spec.shape, first,
                                     stop, device, progress=False))  # fmt: skip
     g = torch.cat([p["sensitivities"] for p in sorted(parts, key=lambda p: p["first"])])
-    return nads_of(g, settings, LENET.shape, progress=False)
+    return nads_of(g, settings, spec.shape, progress=False)
 
 
 def _same(a: dict, b: dict) -> None:
@@ -44,18 +44,22 @@ def _same(a: dict, b: dict) -> None:
         assert json.dumps(a[key], sort_keys=True) == json.dumps(b[key], sort_keys=True)
 
 
-@pytest.mark.parametrize("windowed", [True, False])
-def test_sharded_nads_equal_the_unsharded_bit_for_bit(windowed):
+# the plain dipole at 16 x 16 (a quarter of the probes; sharding is blind to the input's size),
+# the windowed one at 32 x 32, where both of LeNet's convolutions are windowed
+@pytest.mark.parametrize(("windowed", "side"), [(True, 32), (False, 16)])
+def test_sharded_nads_equal_the_unsharded_bit_for_bit(windowed, side):
+    spec = ModelSpec("lenet", {}, Shape(1, side, side), 1)
     settings = NadSettings(n_networks=40, networks_per_chunk=8, windowed=windowed)
-    whole = compute_nads(partial(build, LENET), settings, LENET.shape, progress=False)
-    _same(_sharded(settings, 16), whole)  # shards 0-16, 16-32 and a partial 32-40
+    whole = compute_nads(partial(build, spec), settings, spec.shape, progress=False)
+    _same(_sharded(settings, 16, spec=spec), whole)  # shards 0-16, 16-32 and a partial 32-40
 
 
 def test_sharded_nads_equal_the_unsharded_on_the_standin_accelerator():
+    spec = ModelSpec("lenet", {}, Shape(1, 16, 16), 1)  # as above: the size is no matter here
     settings = NadSettings(n_networks=24, networks_per_chunk=8)
     with standin():
-        whole = compute_nads(partial(build, LENET), settings, LENET.shape, DEVICE, progress=False)
-        _same(_sharded(settings, 8, DEVICE), whole)
+        whole = compute_nads(partial(build, spec), settings, spec.shape, DEVICE, progress=False)
+        _same(_sharded(settings, 8, DEVICE, spec), whole)
     assert whole["device"] == "standin"
 
 
