@@ -109,7 +109,7 @@ def run_snakemake(
     """`subprocess.run(argv, capture_output=True, text=True, ...)` for a Snakemake command,
     forked from tests/snakemake_fork.py (Snakemake already imported: about 1 CPU-second less)
     where it is this venv's Snakemake with this process's Python environment; else, and when
-    another thread is running one, a new process. Commands typed as printed: `command`."""
+    another thread is running one, a new process."""
     env = dict(os.environ if env is None else env)
     fresh = dict(capture_output=True, text=True, cwd=cwd, env=env, umask=umask)
     if argv[0] != SNAKEMAKE or not _FORK["lock"].acquire(blocking=False):
@@ -147,16 +147,11 @@ def snakemake(
 
 def command(cwd: Path, line: str, check: bool = True, env=None) -> subprocess.CompletedProcess:
     """Run a command line a message told the user to run, exactly as written, from `cwd` (where
-    the user ran the command that printed it)."""
+    the user ran the command that printed it): forked as the suite's other runs are when it
+    names this venv's Snakemake by its path (tests/test_fork.py: the same output either way)."""
     args = shlex.split(line)
     assert args[0] == PRINTED, line
-    res = subprocess.run(
-        args,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-    )
+    res = run_snakemake(args, cwd=cwd, env=env)
     if check and res.returncode != 0:
         raise AssertionError(f"{line} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return res

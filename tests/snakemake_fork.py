@@ -7,8 +7,9 @@ too: it starts no thread on import; not nadpipe, which the run imports after its
 is set) and forks a child per command. The child takes the command's environment, working
 directory, umask, argv and output files, runs `snakemake.cli.main` as the `snakemake` script
 does, and exits through the interpreter's own shutdown, atexit hooks included.
-tests/helpers.run_snakemake decides which commands come here: not those typed as printed, not
-those run in another Python environment.
+tests/helpers.run_snakemake decides which commands come here: those that name this venv's
+Snakemake by its path (commands typed as printed too), not those run in another Python
+environment.
 
 Protocol: one JSON request per line on stdin ({argv, cwd, env, umask, stdout, stderr}, the
 last two paths); one line back per request, the command's exit status.
