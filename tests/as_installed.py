@@ -4,8 +4,9 @@ suite's own environment has the extras). Then the Snakemake floor for tests/test
 
 In a temporary folder: the micro study (nadpipe.acceptance.micro_config, one cell of every study,
 on CIFAR-10-like files) with the `snakemake` this install put on PATH, as a user types it; the
-report command that run printed, typed exactly as printed; `nadpipe doctor` (no package missing);
-`nadpipe nads` of a registry model. Each step's values are checked, not only its exit status.
+report command that run printed, typed exactly as printed; beside the micro study, `nadpipe
+doctor` (no package missing) and `nadpipe nads` of a registry model. Each step's values are
+checked, not only its exit status.
 
 Beside all that, from the start: `pip install --target .venv/snakemake-floor
 'snakemake[reports]==FLOOR'`, the lowest Snakemake that pyproject.toml declares, beside (not
@@ -42,10 +43,10 @@ def floor() -> str:
     return re.search(r">=\s*([\d.]+)", spec)[1]
 
 
-def run(args: list[str], cwd: Path, what: str, activated: bool = True) -> str:
-    """Run `args` as a user would from `cwd`, with this install's scripts first on PATH (as
+def start(args: list[str], cwd: Path, what: str, activated: bool = True) -> tuple:
+    """Start `args` as a user would from `cwd`, with this install's scripts first on PATH (as
     after `. .venv/bin/activate`; else PATH as it was, as in the shell of the README's first
-    line); its output, or stop with it when it fails."""
+    line). `finish` waits for it."""
     path = os.environ.get("PATH", "")
     if activated:
         path = f"{BIN}{os.pathsep}{path}"
@@ -53,14 +54,31 @@ def run(args: list[str], cwd: Path, what: str, activated: bool = True) -> str:
         path = os.pathsep.join(p for p in path.split(os.pathsep) if Path(p) != BIN)
     env = {**os.environ, "PATH": path}
     env.pop("PYTHONPATH", None)
-    start = time.perf_counter()
-    res = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    out = res.stdout + res.stderr
-    print(f"  {what}: `{shlex.join(args)}` rc {res.returncode}, "
-          f"{time.perf_counter() - start:.0f} s", flush=True)  # fmt: skip
-    if res.returncode != 0:
+    # files, not pipes: a command that runs beside others must not wait for its reader
+    out, err = (tempfile.TemporaryFile("w+") for _ in range(2))  # closed by finish
+    proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
+    return proc, (out, err), what, time.perf_counter()
+
+
+def finish(started: tuple) -> str:
+    """The output of a command `start` started, or stop with it when it failed."""
+    proc, files, what, began = started
+    proc.wait()
+    out = ""
+    for file in files:  # stdout, then stderr
+        with file:
+            file.seek(0)
+            out += file.read()
+    print(f"  {what}: `{shlex.join(proc.args)}` rc {proc.returncode}, "
+          f"{time.perf_counter() - began:.0f} s", flush=True)  # fmt: skip
+    if proc.returncode != 0:
         sys.exit(f"as_installed: {what} failed:\n{out[-4000:]}")
     return out
+
+
+def run(args: list[str], cwd: Path, what: str, activated: bool = True) -> str:
+    """`args` run as a user would from `cwd` (`start`): its output."""
+    return finish(start(args, cwd, what, activated))
 
 
 def check(condition: bool, message: str) -> None:
@@ -79,6 +97,9 @@ def user_path(work: Path) -> str:
     write_cifar10_like(str(work / "cifar"), n_train=96, n_test=48, seed=2)
     (work / "micro.yaml").write_text(yaml.safe_dump(micro_config("cifar")))
     snakefile = str(REPO / "Snakefile")
+    # the doctor and `nadpipe nads` read nothing the micro study writes: they run beside it
+    nads = ["nadpipe", "nads", "--model", "lenet", "--n-networks", "24", "--out", "lenet.pt"]
+    beside = start(["nadpipe", "doctor"], work, "nadpipe doctor"), start(nads, work, "nadpipe nads")
     # as the README's first line types it: the venv's snakemake by its path, PATH without it
     snakemake = str(BIN / "snakemake")
     out = run([snakemake, "-s", snakefile, "--cores", "2", "--configfile", "micro.yaml"], work,
@@ -97,15 +118,14 @@ def user_path(work: Path) -> str:
 
     # the plain install has what every command of the workflow needs but the SLURM profile's
     # executor (the extra `slurm`), which the doctor names with its install command
-    doctor = run(["nadpipe", "doctor"], work, "nadpipe doctor")
+    doctor = finish(beside[0])
     missing = re.findall(r"^MISSING: (.*)$", doctor, re.M)
     slurm = ("snakemake-executor-plugin-slurm, which `snakemake --profile profiles/slurm` needs: "
              "pip install -e '.[slurm]'")  # fmt: skip
     check(missing == [slurm], f"nadpipe doctor names other missing packages:\n{doctor}")
     check(re.search(r"^pygments \d", doctor, re.M) is not None, f"doctor: {doctor}")
 
-    nads = ["nadpipe", "nads", "--model", "lenet", "--n-networks", "24", "--out", "lenet.pt"]
-    run(nads, work, "nadpipe nads")
+    finish(beside[1])
     import torch
 
     art = torch.load(work / "lenet.pt", weights_only=False)
