@@ -27,13 +27,6 @@ def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return helpers.run_snakemake([*SNAKEMAKE, *args], cwd=cwd)
 
 
-def typed(cwd: Path, line: str) -> subprocess.CompletedProcess:
-    """A command a message gave, typed exactly as given."""
-    args = shlex.split(line)
-    assert args[0] == helpers.PRINTED, line
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True)
-
-
 def test_output_into_a_full_disk_is_said_in_one_line():
     with open("/dev/full", "w") as full:
         res = subprocess.run([SCRIPT, "config"], stdout=full, stderr=subprocess.PIPE, text=True)
@@ -173,8 +166,7 @@ def test_damaged_results_that_kept_their_time_are_named_with_the_command_that_re
     )
     assert "every result is up to date" not in out
     command = re.search(r"Remake them and what was made from them with: (.+)$", out, re.M)[1]
-    res = typed(finished, command)  # exactly as given
-    assert res.returncode == 0, res.stderr[-3000:]
+    helpers.command(finished, command)  # exactly as given; fails with its output
     after = pd.read_parquet(finished / "results/nad_pairs/summary.parquet")
     numeric = summary.select_dtypes("number").columns
     assert np.allclose(after[numeric], summary[numeric], equal_nan=True)  # nothing lost
