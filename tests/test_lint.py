@@ -7,6 +7,7 @@ from importlib.metadata import requires
 
 import yaml
 from conftest import REPO
+from helpers import SNAKEMAKE, run_snakemake, snakemake_here
 
 
 def _run(*cmd):
@@ -30,7 +31,7 @@ def test_snakemake_lint_is_clean_for_every_rule(tmp_path):
     both = tmp_path / "both.yaml"
     both.write_text("nad_pairs: {group_seeds: true}\ncifar10: {download: true}\n")
     for extra in ([], ["--configfile", str(both)]):
-        res = _run(sys.executable, "-m", "snakemake", "--lint", "--cores", "1", *extra)
+        res = snakemake_here(REPO, "--lint", "--cores", "1", *extra, check=False)
         out = res.stdout + res.stderr
         assert res.returncode == 0 and "Congratulations" in out, out[-3000:]
 
@@ -73,8 +74,8 @@ def test_what_nadpipe_reads_of_snakemakes_internals_exists_in_the_installed_snak
     # nadpipe.runner.surface holds every read of Snakemake beyond a Snakefile's documented
     # objects; a Snakemake that moves one fails here, naming it (tests/test_floor.py: the floor)
     (tmp_path / "Snakefile").write_text(PROBE)
-    res = _run(sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "-n",
-               "--cores", "1", "-d", str(tmp_path))  # fmt: skip
+    res = run_snakemake([SNAKEMAKE, "-s", str(tmp_path / "Snakefile"), "-n", "--cores", "1",
+                         "-d", str(tmp_path)], REPO)  # fmt: skip
     assert "nadpipe.runner.surface lacks: []" in res.stdout + res.stderr, res.stderr[-2000:]
     assert PLANNED in res.stdout, res.stdout[-2000:]
 

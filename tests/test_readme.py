@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from conftest import REPO
+from helpers import SNAKEMAKE, run_snakemake
 
 from nadpipe.log import LOG
 
@@ -58,8 +59,9 @@ def test_your_own_architecture_lines_run_as_written(tmp_path):
     dry, run = _lines(block("and look at what would run", ""))
     assert dry == ["snakemake", "-n", "--configfile", "mine.yaml"]
     assert run == ["snakemake", "--cores", "all", "--configfile", "mine.yaml"]
-    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
-    res = subprocess.run([*snakemake, *dry[1:]], cwd=tmp_path, capture_output=True, text=True)
+    # this venv's snakemake, as the README's lines type it once the venv is activated
+    snakemake = [SNAKEMAKE, "-s", str(REPO / "Snakefile")]
+    res = run_snakemake([*snakemake, *dry[1:]], tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
     assert jobs["nads"] == "2" and jobs["train"] == "54"  # LeNet's 27 and small_cnn's 27
@@ -67,15 +69,14 @@ def test_your_own_architecture_lines_run_as_written(tmp_path):
     # the second line at the size the README says: configs/smoke.yaml under mine.yaml
     assert "the second with `--configfile configs/smoke.yaml mine.yaml`" in README
     smoke = [*run[:-1], str(REPO / "configs" / "smoke.yaml"), "mine.yaml"]
-    res = subprocess.run([*snakemake, *smoke[1:]], cwd=tmp_path, capture_output=True, text=True)
+    res = run_snakemake([*snakemake, *smoke[1:]], tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     df = pd.read_parquet(tmp_path / "results-smoke+mine/nad_pairs/summary.parquet")
     assert set(df["arch"]) == {"lenet", "small_cnn"} and df["accuracy"].between(0, 1).all()
     # a layer of mynets.py edited: its NADs and trainings are planned again, LeNet's are not
     # (b879b52: "Nothing to be done")
     (tmp_path / "mynets.py").write_text(mynets.replace("nn.MaxPool2d(2)", "nn.AvgPool2d(2)", 1))
-    res = subprocess.run([*snakemake, "-n", *smoke[3:]], cwd=tmp_path, capture_output=True,
-                         text=True)  # fmt: skip
+    res = run_snakemake([*snakemake, "-n", *smoke[3:]], tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1], re.M))
     assert jobs["nads"] == "1" and "results-smoke+mine/nads/small_cnn.pt" in res.stdout
