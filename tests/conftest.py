@@ -68,16 +68,19 @@ SMOKE = pytest.StashKey[tuple]()
 
 
 def pytest_configure(config):
-    """In the process that starts the test processes (before it starts them): install the
-    Debian packages the asked tests need in the background, when this machine lacks them; start
-    the SLURM smoke run in the background when the SLURM test is asked for unfiltered."""
+    """In the process that starts the test processes (before it starts them): compile nadpipe's
+    bytecode; install the Debian packages the asked tests need in the background, when this
+    machine lacks them; start the SLURM smoke run in the background when the SLURM test is asked
+    for unfiltered."""
     if hasattr(config, "workerinput"):
         return
     # Where PYTHONDONTWRITEBYTECODE is set (this project's machines set it) no process writes
     # nadpipe's bytecode, so each one that imports nadpipe compiles it again: 0.02 CPU-s a job
-    # script, 0.13 a warm server, about 30 over the suite. compileall writes it regardless, and
-    # every process reads it. (pip compiled the installed packages.)
-    compileall.compile_dir(REPO / "src" / "nadpipe", quiet=1)
+    # script, 0.13 a warm server, about 6 % of a real run (docs/tests.md). compileall writes it
+    # regardless, and every process reads it (pip compiled the installed packages); a read-only
+    # checkout goes without
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(REPO / "src" / "nadpipe", quiet=1)
     tests = Path(__file__).parent
     asked = [(config.invocation_params.dir / a.split("::")[0]).resolve() for a in config.args]
     if any(tests.is_relative_to(a) or a.name in NEED_PACKAGES for a in asked):
