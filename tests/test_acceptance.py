@@ -133,12 +133,16 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     used = {"nad_pairs"}
     only = {name: {"enabled": False} for name in REGISTRY if name not in used}
     change = {**acceptance.learning_sizes(), **only}
-    _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", change=change)
+    # what the doctor compares, the summaries, and the config they were made under: no figures
+    # (the same jobs as the other tests' runs draw), half of the jobs' CPU
+    made = ("results-micro/nad_pairs/summary.parquet", "results-micro/config.yaml")
+    _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", *made, change=change)
     # and trained in bf16 (CPU autocast), as a GPU trains by default (train.precision auto)
     again = {**change, "nads": {"seed": 1}}
     again["nad_pairs"] = {**again["nad_pairs"], "train": {**again["nad_pairs"]["train"],
                                                           "precision": "bf16"}}  # fmt: skip
-    _, other = acceptance._snakemake(REPO, tmp_path / "other", "cpu", nads_of=cpu, change=again)
+    _, other = acceptance._snakemake(REPO, tmp_path / "other", "cpu", *made, nads_of=cpu,
+                                     change=again)  # fmt: skip
     took = pd.read_parquet(other / "nad_pairs" / "summary.parquet")["bf16"]
     assert took.all() and not pd.read_parquet(cpu / "nad_pairs/summary.parquet")["bf16"].any()
     assert {p.parent.name for p in other.glob("*/summary.parquet")} == used
