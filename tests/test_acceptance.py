@@ -133,8 +133,8 @@ def test_the_gpu_steps_compare_like_with_like_under_another_draw_of_networks(tmp
     used = {"nad_pairs"}
     only = {name: {"enabled": False} for name in REGISTRY if name not in used}
     change = {**acceptance.learning_sizes(), **only}
-    # what the doctor compares, the summaries, and the config they were made under: no figures
-    # (the same jobs as the other tests' runs draw), half of the jobs' CPU
+    # the summaries the doctor compares and the config they were made under, not the figures:
+    # the other tests' runs draw the same ones, and here they were half of the jobs' CPU
     made = ("results-micro/nad_pairs/summary.parquet", "results-micro/config.yaml")
     _, cpu = acceptance._snakemake(REPO, tmp_path / "cpu", "cpu", *made, change=change)
     # and trained in bf16 (CPU autocast), as a GPU trains by default (train.precision auto)
