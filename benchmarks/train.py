@@ -137,7 +137,7 @@ def startup_seconds() -> tuple[float, float]:
     """Median seconds of 5 starts of a job that does nothing: cold (a new Python importing the
     job modules, as a job without the warm server) and warm (a job handed to a server of
     nadpipe.runner.worker, as the workflow's jobs on one machine)."""
-    job = "from nadpipe.runner import worker; worker.run('process')"
+    job = "from nadpipe.jobtable import run_job; run_job('process')"
     cold, warm = [], []
     for _ in range(5):
         start = time.perf_counter()
@@ -152,8 +152,9 @@ def startup_seconds() -> tuple[float, float]:
 
 WARM = """
 import os, subprocess, sys, time
+from nadpipe.jobtable import start_server
 from nadpipe.runner import worker
-proc = worker.start("/tmp/nadpipe-bench-{pid}")
+proc = start_server("/tmp/nadpipe-bench-{pid}")
 while os.path.exists(os.environ[worker.ENV].rsplit(":", 1)[0] + ".starting"):
     time.sleep(0.05)
 for _ in range(5):

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+from dataclasses import replace
 
 import yaml
 from conftest import SCHEMA
@@ -14,7 +15,6 @@ from helpers import TINY, snakemake_here
 from nadpipe import config as nc
 from nadpipe import cost
 from nadpipe.grid import Plan
-from nadpipe.settings import plain
 
 
 def _plan(tmp_path, change: dict | None = None) -> Plan:
@@ -25,8 +25,7 @@ def _plan(tmp_path, change: dict | None = None) -> Plan:
 def test_a_jobs_size_is_what_its_spec_scales_with(tmp_path):
     plan = _plan(tmp_path)
     cell = plan.cells("nad_pairs")[0]
-    spec = plain(plan.train_job(cell.study, cell.arch, cell.variant, (cell.seed,)))
-    s = cost.size("train", spec)
+    s = cost.size("train", plan.train_job(cell.study, cell.arch, cell.variant, (cell.seed,)))
     train = TINY["nad_pairs"]
     assert (s.kind, s.arch, s.reps, s.n) == (
         "train",
@@ -34,19 +33,19 @@ def test_a_jobs_size_is_what_its_spec_scales_with(tmp_path):
         train["train"]["epochs"],
         train["n_train"],
     )
-    evaluation = cost.size("evaluate", plain(plan.eval_job(*cell.__dict__.values())))
+    evaluation = cost.size("evaluate", plan.eval_job(*cell.__dict__.values()))
     assert (evaluation.kind, evaluation.reps, evaluation.n) == ("evaluate", 1, train["n_train"])
-    nads = cost.size("nads", plain(plan.nad_job("mlp")))
+    nads = cost.size("nads", plan.nad_job("mlp"))
     assert (nads.kind, nads.n) == ("nads", TINY["nads"]["n_networks"])
     # another size of the same job keeps its key; another model does not
     more = _plan(tmp_path, {"nads": {"n_networks": 96}})
-    assert cost.size("nads", plain(more.nad_job("mlp"))).key == nads.key
+    assert cost.size("nads", more.nad_job("mlp")).key == nads.key
     wider = _plan(
         tmp_path, {"architectures": {"mlp": {"model": "mlp", "kwargs": {"hidden": [32]}}}}
     )
-    assert cost.size("nads", plain(wider.nad_job("mlp"))).key != nads.key
+    assert cost.size("nads", wider.nad_job("mlp")).key != nads.key
     # a merge of shards, a figure: small jobs
-    assert cost.size("nads", plain(plan.nad_job("mlp")), merges=True).arch is None
+    assert cost.size("nads", plan.nad_job("mlp"), merges=True).arch is None
     assert cost.size("plot", None) == cost.Size("plot", None, "plot")
 
 
@@ -104,15 +103,17 @@ def test_a_dry_run_priced_from_records_alone_says_what_it_did_not_price(tmp_path
 
 
 def test_a_seed_ensemble_is_priced_as_a_training_of_all_its_seeds(tmp_path):
-    # its rule is the study's own (train_nad_pairs_seeds): the spec says what it is
+    # its rule is the study's own (train_nad_pairs_seeds): the plan says what job it runs
     plan = _plan(tmp_path, {"nad_pairs": {**TINY["nad_pairs"], "seeds": [0, 1, 2],
                                           "group_seeds": True}})  # fmt: skip
     cell = plan.cells("nad_pairs")[0]
-    spec = plain(plan.train_job(cell.study, cell.arch, cell.variant, (0, 1, 2)))
-    s = cost.size("train_nad_pairs_seeds", spec)
+    rule = plan.seed_rule("nad_pairs")
+    job = plan.job(rule, {"arch": cell.arch, "variant": cell.variant})
+    assert job == plan.train_job(cell.study, cell.arch, cell.variant, (0, 1, 2))
+    s = cost.size(rule, job)
     assert (s.kind, s.reps) == ("train", 3 * TINY["nad_pairs"]["train"]["epochs"])
-    assert cost.kind_of(plain(plan.nad_shard_job("mlp", 0, 8))) == "nads"
-    assert cost.size("nad_shard", plain(plan.nad_shard_job("mlp", 0, 8))).n == 8
+    shard = plan.job("nad_shard", {"arch": "mlp", "first": "0", "stop": "8"})
+    assert cost.size("nad_shard", shard) == replace(cost.size("nads", plan.nad_job("mlp")), n=8)
 
 
 def test_a_model_too_slow_to_measure_is_foreseen_from_a_few_samples(tmp_path, monkeypatch):
@@ -121,9 +122,9 @@ def test_a_model_too_slow_to_measure_is_foreseen_from_a_few_samples(tmp_path, mo
     # it, 36 s. Here every model counts as slow, and the samples the probe ran are counted
     import pytest
 
-    from nadpipe import jobs, models
+    from nadpipe import models, probes
 
-    monkeypatch.setattr(jobs, "PROBE_SLOW", 1e-9)
+    monkeypatch.setattr(probes, "PROBE_SLOW", 1e-9)
     seen = []  # (training mode, samples) of each forward call
     build = models.build
 
@@ -135,15 +136,15 @@ def test_a_model_too_slow_to_measure_is_foreseen_from_a_few_samples(tmp_path, mo
     monkeypatch.setattr(models, "build", counted)
     plan = _plan(tmp_path)
     cell = plan.cells("nad_pairs")[0]
-    evaluation = plain(plan.eval_job(cell.study, cell.arch, cell.variant, cell.seed))
+    evaluation = plan.eval_job(cell.study, cell.arch, cell.variant, cell.seed)
     seen.clear()  # not the config's model check
     with pytest.raises(cost.ProbeTooSlow, match=r"about \d+ CPU-s here for \d+ training samples"):
-        jobs.cost_probe("evaluate", evaluation)
-    conditions, splits = len(evaluation["conditions"]), 2
-    assert 0 < sum(n for _, n in seen) <= jobs.PROBE_FEW * conditions * splits, seen
+        probes.probe(evaluation)
+    conditions, splits = len(evaluation.conditions), 2
+    assert 0 < sum(n for _, n in seen) <= probes.PROBE_FEW * conditions * splits, seen
     seen.clear()
-    training = plain(plan.train_job(cell.study, cell.arch, cell.variant, (cell.seed,)))
-    fixed, per = jobs.cost_probe("train", training)
+    training = plan.train_job(cell.study, cell.arch, cell.variant, (cell.seed,))
+    fixed, per = probes.probe(training)
     # all per sample, from a warm-up of 2 samples and then a few (the training set: 200)
     assert fixed == 0 and per > 0
-    assert sum(n for training, n in seen if training) == 2 + jobs.PROBE_FEW, seen
+    assert sum(n for training, n in seen if training) == 2 + probes.PROBE_FEW, seen

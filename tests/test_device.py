@@ -94,15 +94,16 @@ def test_a_jobs_setup_and_first_optimizer_import_nothing_the_warm_server_has_not
     code = """
 import json, sys, torch
 from nadpipe.backend import Backend, setup
+from nadpipe.jobtable import job
 from nadpipe.runner.worker import warm
 out = {}
 assert setup(Backend(device="cpu")).type == "cpu"
 out["setup"] = "torch._dynamo" in sys.modules
-warm("plot_nads")
+warm("plot_nads", job)
 out["figure"] = sorted(m for m in ("torch._dynamo", "nadpipe.train") if m in sys.modules)
-warm("evaluate")  # not deterministic: its module, no more
+warm("evaluate", job)  # not deterministic: its module, no more
 out["evaluate"] = "torch._dynamo" in sys.modules
-warm("train")
+warm("train", job)
 before = set(sys.modules)
 net = torch.nn.Linear(2, 1)
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
@@ -121,9 +122,10 @@ print(json.dumps(out))
 import os, sys
 from nadpipe.backend import Backend, setup
 from nadpipe.io import RUN_ENV as ENV
+from nadpipe.jobtable import job
 from nadpipe.runner.worker import warm
 os.environ[ENV] = Backend(device="cpu", deterministic=True).to_env()
-warm("evaluate")
+warm("evaluate", job)
 print("torch._dynamo" in sys.modules)
 before = set(sys.modules)
 setup(Backend.from_env())
@@ -155,12 +157,13 @@ def test_a_job_in_a_process_of_its_own_imports_torch_only_when_it_uses_it():
     # did, to set its threads: 1.4 CPU-s a job here); a job that does gets the threads asked
     code = """
 import json, os, sys
-from nadpipe.runner.worker import job_log, resolve
+from nadpipe.jobtable import job
+from nadpipe.runner.worker import job_log
 out = {}
 with job_log(None, threads=1):
     for target in ("aggregate", "plot",
                    "report_landing", "signatures"):
-        resolve(target)
+        job(target)
     out["torch"] = "torch" in sys.modules
     import torch
     out["threads"] = torch.get_num_threads()

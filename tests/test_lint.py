@@ -61,7 +61,7 @@ def test_every_job_a_script_names_is_in_the_job_table_and_resolves():
     named = {
         m[1]
         for script in (REPO / "workflow" / "scripts").glob("*.py")
-        for m in re.finditer(r"worker\.run\(\s*\"(\w+)\"", script.read_text())
+        for m in re.finditer(r"run_job\(\s*\"(\w+)\"", script.read_text())
     }
     assert named == set(JOBS) - {"process"}  # which checks the warm server (test_workflow.py)
     assert all(callable(job(name)) for name in JOBS)
@@ -94,10 +94,8 @@ rule all:
 rule make:
     output:
         "out.txt",
-    params:
-        job={"x": 1},
     shell:
         "touch {output}"
 """
-# what the probe's dry run ends with: its jobs, with their rule, wildcards and params' job
-PLANNED = "nadpipe.runner.surface planned: [('all', {}, None), ('make', {}, {'x': 1})]"
+# what the probe's dry run ends with: its jobs, with their rule and wildcards
+PLANNED = "nadpipe.runner.surface planned: [('all', {}), ('make', {})]"

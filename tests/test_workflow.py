@@ -162,17 +162,18 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
     # a socket's path binds up to about 100 bytes (Linux 107): the server of a results folder
     # deeper than that failed to start (worker.log alone said so) and every job started cold,
     # 2 to 4 s each (test_acceptance's run took 63 s for 18); it now listens in the temp folder
+    from nadpipe.jobtable import start_server
     from nadpipe.runner import worker
     from nadpipe.runner.runs import orphans
 
     monkeypatch.setenv(worker.ENV, "")  # restored after the test
     deep = tmp_path / ("d" * 60) / ("e" * 60) / "results" / ".nadpipe"
-    server = worker.start(str(deep))
+    server = start_server(str(deep))
     try:
         path = os.environ[worker.ENV].rpartition(":")[0]
         assert len(os.fsencode(path)) <= worker.MAX_SOCKET_PATH, path
-        code = ("import os; from nadpipe.runner import worker as w; "
-                "print(os.getpid(), w.run('process')[0])")  # fmt: skip
+        code = ("import os; from nadpipe.jobtable import run_job; "
+                "print(os.getpid(), run_job('process')[0])")  # fmt: skip
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         job, ran_in = map(int, out.stdout.split())
@@ -182,9 +183,9 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
         # job whose module needs it (torch's objects alone are about 400 000), not before: a
         # run that only draws figures never imports it. A training's job (its arguments
         # missing: it fails in the child, after the server imported its module)
-        code = ("from nadpipe.runner import worker as w\n_, before, torch = w.run('process')\n"
-                "try:\n    w.run('train')\nexcept SystemExit:\n    pass\n"
-                "print(before, torch, *w.run('process')[1:])")  # fmt: skip
+        code = ("from nadpipe.jobtable import run_job\n_, before, torch = run_job('process')\n"
+                "try:\n    run_job('train')\nexcept SystemExit:\n    pass\n"
+                "print(before, torch, *run_job('process')[1:])")  # fmt: skip
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         before, torch_before, after, torch_after = out.stdout.split()
         assert 0 < int(before) < 100_000 < int(after), out.stdout + out.stderr
@@ -198,14 +199,16 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
 
 
 def test_a_job_that_fails_in_the_warm_server_is_said_by_its_root_cause(tmp_path, monkeypatch):
+    from nadpipe.jobtable import start_server
+    from nadpipe.log import said
     from nadpipe.runner import worker
 
     monkeypatch.setenv(worker.ENV, "")
-    server = worker.start(str(tmp_path / "results/.nadpipe"))
+    server = start_server(str(tmp_path / "results/.nadpipe"))
     try:  # an OSError: its message and errno, not only the last exception's riddle
         code = (
-            "from nadpipe.runner import worker as w; "
-            "w.run('resolved_config', {}, '/dev/full/x', '/dev/full/y')"
+            "from nadpipe.jobtable import run_job; "
+            "run_job('resolved_config', {}, '/dev/full/x', '/dev/full/y')"
         )
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert res.returncode == 1 and "File exists (EEXIST: /dev/full)" in res.stderr, res.stderr
@@ -219,9 +222,9 @@ def test_a_job_that_fails_in_the_warm_server_is_said_by_its_root_cause(tmp_path,
         except OSError as e:
             raise RuntimeError("[enforce fail at inline_container.cc:672] unexpected pos") from e
     except RuntimeError as e:
-        line = worker.said(e)
+        line = said(e)
     assert line.startswith("No space left on device (ENOSPC: results/nads/x.pt), which ended")
-    assert worker.said(SystemExit(0)) == "the job was stopped (SystemExit 0)"
+    assert said(SystemExit(0)) == "the job was stopped (SystemExit 0)"
 
 
 def test_the_same_config_gives_byte_identical_results_with_or_without_the_warm_worker(

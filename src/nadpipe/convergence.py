@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from .usage import clock
+
 ISOTROPIC_BELOW = 1.5  # anisotropy under which a spectrum counts as nearly isotropic
 
 
@@ -57,8 +59,6 @@ def forecast_said(art: dict, target: float) -> str:
     said = f"its split-half curve ({points}) reaches {target} near {_round(needed)} networks"
     per = art.get("seconds_per_network")
     if per:
-        from .cost import clock
-
         said += f", about {clock(per * needed)} here"
     return said
 

@@ -9,7 +9,7 @@ pass over n_train; NADs: n networks). A price comes, in this order, from:
    own results folder's and those of the folders beside it);
 2. "scaled": this machine's records of the same kind and architecture at another size,
    scaled by reps x n;
-3. "measured": a probe of the model on this machine now (nadpipe.jobs.cost_probe: the real
+3. "measured": a probe of the model on this machine now (nadpipe.pricing.probe: the real
    training loop, evaluation and NAD estimator at small sizes), kept in nadpipe's cache
    (nadpipe.io.cache) so that it is measured once;
 4. a job that draws a figure or writes a table: its own records, else LIGHT.
@@ -28,6 +28,14 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .grid import EvalJob, NadJob, NadShardJob, TrainJob
+from .io import cache
+from .paths import COSTS, at
+from .settings import plain
+from .usage import clock, usage_table
+
+Job = NadJob | NadShardJob | TrainJob | EvalJob
 
 # CPU-seconds of a job that draws a figure, writes a table or a report page, where no record
 # says (the default study's 14 such jobs: 0.08 to 0.98, median 0.58; 2 cores of an AMD EPYC)
@@ -65,41 +73,32 @@ def _settings(data: dict) -> dict:
     return dict(data.get("settings") or ())
 
 
-def kind_of(spec: dict | None) -> str | None:
-    """The kind of a job by its spec's fields (a rule's name does not say it: a study's seed
-    ensembles train under a rule of their own): "nads" (NadJob, NadShardJob), "train"
-    (TrainJob), "evaluate" (EvalJob); None for a job without a spec."""
-    if not isinstance(spec, dict):
-        return None
-    if "measures" in spec:
-        return "evaluate"
-    if "seeds" in spec and "train" in spec:
-        return "train"
-    if ("first" in spec and "nads" in spec) or ("settings" in spec and "model" in spec):
-        return "nads"
-    return None
-
-
-def size(rule: str, spec: dict | None, merges: bool = False) -> Size:
-    """The size of a job of `rule` whose params give the job spec `spec` (a plain dict of
-    nadpipe.grid's NadJob, NadShardJob, TrainJob, EvalJob; None: a job without one). `merges`:
-    a nads job that only puts its shards together."""
-    kind = kind_of(spec)
-    shard = kind == "nads" and "first" in spec
-    if kind is None or (kind == "nads" and not shard and (merges or spec.get("file"))):
+def _nads_size(rule: str, job: NadJob, networks: int) -> Size:
+    if not networks:  # until converged: the rounds' shards compute, this job merges
         return Size(rule, None, rule)
-    if kind == "nads":
-        job = spec["nads"] if shard else spec
-        networks = spec["stop"] - spec["first"] if shard else job["settings"]["n_networks"]
-        if not networks:  # until converged: the rounds' shards compute, this job merges
+    model, settings = plain(job.model), plain(job.settings)
+    settings = {k: v for k, v in settings.items() if k != "n_networks"}
+    return Size("nads", job.arch, _digest(["nads", model, settings]), 1, networks)
+
+
+def size(rule: str, job: Job | None, merges: bool = False) -> Size:
+    """The size of a job of `rule` whose typed job (nadpipe.grid) is `job` (None: a job
+    without one, which draws a figure or writes a table). `merges`: a NAD job that only puts
+    its shards together."""
+    if isinstance(job, NadShardJob):
+        return _nads_size(rule, job.nads, job.stop - job.first)
+    if isinstance(job, NadJob):
+        if merges or job.file:
             return Size(rule, None, rule)
-        settings = {k: v for k, v in job["settings"].items() if k != "n_networks"}
-        return Size("nads", job["arch"], _digest(["nads", job["model"], settings]), 1, networks)
-    data = spec["data"][0] if kind == "train" else spec["data"]
+        return _nads_size(rule, job, job.settings.n_networks)
+    if not isinstance(job, TrainJob | EvalJob):
+        return Size(rule, None, rule)
+    spec = plain(job)
+    data = spec["data"][0] if isinstance(job, TrainJob) else spec["data"]
     shape = data["shape"]
     fixed = {k: v for k, v in _settings(data).items() if k != "n_train"}
     n_train = _settings(data).get("n_train") or 1
-    if kind == "train":
+    if isinstance(job, TrainJob):
         # what a data setting's value is (eps, sigma) costs nothing; the test set is
         # evaluated every epoch
         train = {k: v for k, v in spec["train"].items() if k != "epochs"}
@@ -120,10 +119,7 @@ def host() -> str:
 
 def record(results: str, done: list[tuple[Size, str]]) -> None:
     """Append to results/.nadpipe/costs.jsonl the CPU-seconds of each job a run executed: its
-    size and its log (the usage table beside it, nadpipe.runner.worker.usage)."""
-    from .paths import COSTS, at
-    from .runner.worker import usage_table
-
+    size and its log (the usage table beside it, nadpipe.usage.usage)."""
     lines = []
     for s, log in done:
         try:
@@ -143,8 +139,6 @@ def record(results: str, done: list[tuple[Size, str]]) -> None:
 
 def records(results: str) -> list[dict]:
     """This machine's records: of the results folder `results` and of the folders beside it."""
-    from .paths import COSTS, at
-
     here = Path(results).resolve()
     folders = [here, *(p for p in here.parent.iterdir() if p.is_dir() and p != here)]
     out = []
@@ -164,8 +158,6 @@ def records(results: str) -> list[dict]:
 
 
 def _cache() -> Path:
-    from .io import cache
-
     return cache() / "probes.jsonl"
 
 
@@ -189,7 +181,7 @@ def _keep_probe(row: dict) -> None:
 
 class ProbeTooSlow(RuntimeError):
     """A probe that would take too long for a dry run, or that needs what a dry run does not
-    read (nadpipe.jobs.cost_probe raises it; its message says why the job is not priced)."""
+    read (nadpipe.pricing.probe raises it; its message says why the job is not priced)."""
 
 
 @dataclass
@@ -204,7 +196,7 @@ class Price:
 
 def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
     """A job's CPU-seconds (see the module's docstring for the order of the sources); `probe`
-    measures a size's (fixed, per unit) CPU-seconds now (nadpipe.jobs.cost_probe)."""
+    measures a size's (fixed, per unit) CPU-seconds now (nadpipe.pricing.probe)."""
     same = [r["cpu"] / max(r["units"], 1e-9) for r in past if r["key"] == s.key]
     if same:
         return Price(statistics.median(same) * s.units, "records")
@@ -238,15 +230,6 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
     return Price(math.nan, "none", "no record, no probe")
 
 
-def clock(seconds: float) -> str:
-    """Seconds as a reader takes them: 45 s, 3.2 min, 1.4 h."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 PROBED = ("train", "evaluate", "nads")
 # "records": price from records alone, measure no model (a dry run then stays at its 2 s; what
 # has no record is said unpriced); anything else: measure what has none
@@ -260,7 +243,7 @@ def probing() -> bool:
 
 def estimate(
     results: str,
-    jobs: list[tuple[str, Size, dict | None]],
+    jobs: list[tuple[str, Size, Job | None]],
     cores: int,
     probe=None,
     elsewhere: bool = False,
@@ -268,18 +251,18 @@ def estimate(
 ) -> str:
     """The line a dry run ends with: its results folder, its jobs by kind, the time they take
     on this machine's `cores` and the CPU-seconds, and where each kind's price came from.
-    `jobs`: (rule, size, job spec); `probe(kind, spec)` measures a size now
-    (nadpipe.jobs.cost_probe); `elsewhere`: the jobs compute on a GPU or a cluster, which no
+    `jobs`: (rule, size, typed job); `probe(job)` measures a size now
+    (nadpipe.pricing.probe); `elsewhere`: the jobs compute on a GPU or a cluster, which no
     record or probe of this machine's CPU prices; `later`: checkpoints will plan more jobs (NAD
     rounds)."""
     past, probes = records(results), _probed()
     priced = []  # (rule, size, price); a job's group in the line: a probed kind, or "others"
     kinds: dict[str, int] = {}
     sources: dict[str, list[str]] = {}
-    for rule, s, spec in jobs:
+    for rule, s, job in jobs:
         measure = None
-        if probe is not None and s.kind in PROBED and spec is not None:
-            measure = lambda kind=s.kind, spec=spec: probe(kind, spec)  # noqa: E731
+        if probe is not None and s.kind in PROBED and job is not None:
+            measure = lambda job=job: probe(job)  # noqa: E731
         p = price(s, past, probes, measure)
         group = s.kind if s.kind in PROBED else "others"
         kinds[group] = kinds.get(group, 0) + 1

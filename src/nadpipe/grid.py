@@ -186,6 +186,28 @@ class Plan:
             settings = replace(settings, n_networks=0)
         return NadJob(arch, model, settings, a.nads_file, digest)
 
+    def job(self, rule: str, wildcards: dict) -> NadJob | NadShardJob | TrainJob | EvalJob | None:
+        """The typed job of a job of `rule` with these wildcards, which its params pass whole
+        (`job`); None for a rule that has none (a figure, a table, a NAD round)."""
+        w = wildcards
+        if rule == "nads":
+            return self.nad_job(w["arch"])
+        if rule == "nad_shard":
+            return self.nad_shard_job(w["arch"], int(w["first"]), int(w["stop"]))
+        if rule == "evaluate":
+            return self.eval_job(w["study"], w["arch"], w["variant"], int(w["seed"]))
+        seeds = {"train": None, **{self.seed_rule(s): s for s in self.grouped()}}
+        if rule not in seeds:
+            return None
+        study = seeds[rule] or w["study"]
+        together = tuple(self.cfg.studies[study].seeds) if seeds[rule] else (int(w["seed"]),)
+        return self.train_job(study, w["arch"], w["variant"], together)
+
+    @staticmethod
+    def seed_rule(study: str) -> str:
+        """The rule that trains all seeds of a cell of `study` in one job (group_seeds)."""
+        return f"train_{study}_seeds"
+
     def nad_shard_job(self, arch: str, first: int, stop: int) -> NadShardJob:
         job = self.nad_job(arch)
         return NadShardJob(replace(job, settings=replace(job.settings, n_networks=0)), first, stop)
@@ -435,36 +457,3 @@ class Plan:
             study = str(df["study"].iloc[0])
             out += [f"{study}: {line}" for line in REGISTRY[study].findings(df)]
         return out
-
-    def _size(self, rule: str, wildcards: dict, spec: dict | None):
-        """A job's size (nadpipe.cost.size): a NAD job that puts shards together merges."""
-        from . import cost
-
-        arch = wildcards.get("arch")
-        merges = rule == "nads" and arch is not None and bool(self.nad_shards(arch))
-        return cost.size(rule, spec, merges)
-
-    def cost(self, jobs: list[tuple[str, dict, dict | None]], cores: int, elsewhere: bool) -> str:
-        """What a dry run's `jobs` (rule, wildcards, params' job spec) cost on this machine's
-        `cores` (`elsewhere`: they compute on a GPU or a cluster): the line it ends with
-        (nadpipe.cost.estimate; models never run here are measured now,
-        nadpipe.jobs.cost_probe)."""
-        from . import cost
-
-        def probe(kind: str, spec: dict) -> tuple[float, float]:
-            from .jobs import cost_probe
-
-            return cost_probe(kind, spec)
-
-        sized = [(rule, self._size(rule, w, spec), spec) for rule, w, spec in jobs]
-        later = any(rule == "nad_round" for rule, _, _ in jobs)
-        measure = probe if cost.probing() else None
-        return cost.estimate(self.root, sized, cores, measure, elsewhere, later)
-
-    def record_cost(self, done: list[tuple[str, dict, dict | None, str | None]]) -> None:
-        """Record what the jobs a run finished cost (nadpipe.cost.record), for later estimates."""
-        from . import cost
-
-        cost.record(
-            self.root, [(self._size(rule, w, spec), log) for rule, w, spec, log in done if log]
-        )

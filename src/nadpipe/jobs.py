@@ -19,7 +19,6 @@ import torch
 from . import models, row
 from . import shards as nad_shards
 from .backend import Backend, facts, on_cpu, setup
-from .cost import ProbeTooSlow
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
 from .findings import DIVERGED, FIT, NOT_FIT, at_chance
@@ -44,7 +43,7 @@ from .paths import CHUNKS, KEPT, at
 from .provenance import provenance
 from .record import GROUPS as RECORD_GROUPS
 from .record import Applied, TrainingRecord, Where
-from .runner import slots, worker
+from .runner import slots
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import (
@@ -54,6 +53,7 @@ from .train import (
     stacks,
     train,
 )
+from .usage import used
 
 # columns of the measures that describe the architecture or the setting, not the learned
 # function: they stand when the model did not fit its training set
@@ -476,11 +476,11 @@ def _train(
         "provenance": provenance(),
     }
     say(f"train {len(members)} model(s) on {device}: {len(xs[0])} samples, {first.train}")
-    start, cpu_before = time.perf_counter(), worker.used()[0]
+    start, cpu_before = time.perf_counter(), used()[0]
     ran = applied(first.train, device, len(nets) if stacks(nets, xs, first.train) else 1)
     histories = train(nets, xs, ys, settings, orders, checkpoint, fingerprint)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
-    cpu_after, peak = worker.used()
+    cpu_after, peak = used()
     cpu = (cpu_after - cpu_before) / len(nets)
     out = []
     for m, net, history, split, digest in zip(members, nets, histories, splits, sums, strict=True):
@@ -552,16 +552,16 @@ def evaluate_job(
         )
     net = _load_model(job, weights, device)
     on_device = {k: (x.to(device), y.to(device)) for k, (x, y) in splits.items()}
-    start, cpu_before = time.perf_counter(), worker.used()[0]
+    start, cpu_before = time.perf_counter(), used()[0]
     rows = evaluate_conditions(net, on_device, job.batch_size, dict(job.conditions))
-    extra, arrays_out = _measures(job, net, on_device, vectors)
+    extra, arrays_out = measures_of(job, net, on_device, vectors)
     outcome, why = model_outcome(trained, rows, job, len(splits["train"][0]))
     if outcome == DIVERGED:  # NaN weights: accuracies, margins and counts would read as numbers
         rows = [{**r, "accuracy": float("nan"), "loss": float("nan")} for r in rows]
     if outcome != FIT:  # a reliance angle of 0 from a zero gradient is no finding
         extra = {k: v if k in NOT_MEASURES else float("nan") for k, v in extra.items()}
     variant = REGISTRY[job.study].variant.parse(split_protocol(job.variant)[0])
-    cpu_after, peak = worker.used()
+    cpu_after, peak = used()
     spent = {
         "eval_seconds": time.perf_counter() - start,
         "eval_cpu_seconds": cpu_after - cpu_before,
@@ -585,7 +585,7 @@ def evaluate_job(
     return f"evaluate {job.study} {job.arch} {job.variant} seed={job.seed}: test accuracy {accs}"
 
 
-def _measures(job: EvalJob, net, on_device: dict, vectors) -> tuple[dict, dict]:
+def measures_of(job: EvalJob, net, on_device: dict, vectors) -> tuple[dict, dict]:
     """The study's measures of a model: (columns, arrays)."""
     extra, arrays_out = {}, {}
     if not job.measures:
@@ -680,126 +680,3 @@ def _dynamo_if_deterministic() -> tuple[str, ...]:
 train_job.warm = train_together_job.warm = DYNAMO
 for _job in (nads_job, nad_shard_job, nad_round_job, evaluate_job):
     _job.warm = _dynamo_if_deterministic
-
-
-# -- what a job costs here, measured before a run (nadpipe.cost) -----------------------------
-
-
-def cost_probe(kind: str, spec: dict) -> tuple[float, float]:
-    """A job's CPU-seconds on this machine's CPU, measured now at small sizes of it: the fixed
-    part and the part per unit of one repetition (nadpipe.cost.Size: a training's epoch per
-    sample, an evaluation per training sample, NADs per network), through the code the job
-    runs (the training loop, the evaluation's conditions and measures, the NAD estimator) on
-    one thread, with the identity basis for NADs where a study needs them. A model that is
-    slow here is measured at one size only (PROBE_SLOW), and its evaluation's measures not at
-    all (ProbeTooSlow): a dry run stays short. `spec`: the job spec of a `kind` job
-    (nadpipe.cost.kind_of), as its params give it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with on_cpu():
-            return _probe(kind, spec)
-    finally:
-        torch.set_num_threads(threads)
-
-
-# CPU-seconds of a probe's first size above which it measures no second one
-PROBE_SLOW = 2.0
-# samples a training or an evaluation is first timed on, to foresee its first size: ResNet-18's
-# evaluation at the paper's sizes (4 000 + 10 000 samples) took a dry run past 4 minutes
-PROBE_FEW = 16
-
-
-def _spent(work) -> float:
-    before = worker.used()[0]
-    work()
-    return worker.used()[0] - before
-
-
-def _line(at, small: int, large: int) -> tuple[float, float]:
-    """(fixed, per unit) through the CPU-seconds `at` two sizes; at the small one alone, all
-    per unit, where that took PROBE_SLOW or more."""
-    low = at(small)
-    if low >= PROBE_SLOW or large <= small:
-        return 0.0, low / small
-    high = at(large)
-    per = max(high - low, 0.0) / (large - small)
-    return max(low - per * small, 0.0), per
-
-
-def _eigh_seconds(d: int) -> float:
-    """The CPU-seconds of the NADs' eigendecomposition of a d x d covariance here, from one of
-    256 x 256 scaled as d³ (that of 3 072 takes 10 s on one thread: not measured whole)."""
-    a = torch.randn(256, 256, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    spd = a @ a.T
-    return _spent(lambda: torch.linalg.eigh(spd)) * (d / 256) ** 3
-
-
-def _probe(kind: str, spec: dict) -> tuple[float, float]:
-    if kind == "nads":
-        from .nads import as_network, sample_sensitivities
-
-        job = typed(NadJob, spec["nads"] if "first" in spec else spec)
-        build = as_network(partial(models.build, job.model), job.model.shape, job.settings)
-
-        def nads_at(n: int) -> float:
-            settings = replace(job.settings, n_networks=n, networks_per_chunk=n)
-            shape = job.model.shape
-            return _spent(lambda: sample_sensitivities(build, settings, shape, "cpu", False))
-
-        fixed, per = _line(nads_at, 1, 3)
-        return fixed + _eigh_seconds(job.model.shape.d), per
-    training = kind == "train"
-    job = typed(TrainJob if training else EvalJob, spec)
-    data = job.data[0] if training else job.data
-    vectors = torch.eye(data.shape.d) if job.nads is not None else None
-    if "n_train" not in dict(data.settings):
-        raise ProbeTooSlow(
-            "its data come from CIFAR-10's files, which a dry run does not read; its first "
-            "run's record prices it"
-        )
-    n = int(data.get("n_train"))
-
-    def built(m: int):
-        sized = replace(data, settings=tuple((k, m if k == "n_train" else v) for k, v in
-                                             data.settings))  # fmt: skip
-        return sized, REGISTRY[job.study].build(sized, vectors)
-
-    if training:
-        once = replace(job.train, epochs=1)
-
-        def train_at(m: int) -> float:
-            _, splits = built(m)
-            x, y = splits["train"]
-            net = models.build(job.model)
-            return _spent(lambda: train([net], x[None], y[None], once, [0], None, None, False))
-
-        batch = job.train.batch_size
-        small = min(2 * batch, n // 2 or 1)
-        few = min(PROBE_FEW, small)
-        train_at(2)  # once unmeasured: an optimizer's first step imports torch._dynamo (1 s)
-        at_few = train_at(few)
-        if at_few * small / few >= PROBE_SLOW:  # a model slow here: its few samples say it
-            return 0.0, at_few / few
-        return _line(train_at, small, min(4 * batch, n))
-    # an evaluation: its conditions scale with the training set, its measures do not
-    m = min(2 * job.batch_size, n)
-    sized, splits = built(m)
-    net = models.build(job.model).eval()
-    conditions = dict(job.conditions)
-    few = {split: (x[:PROBE_FEW], y[:PROBE_FEW]) for split, (x, y) in splits.items()}
-    foreseen = _spent(lambda: evaluate_conditions(net, few, job.batch_size, conditions))
-    foreseen *= sum(len(y) for _, y in splits.values()) / sum(len(y) for _, y in few.values())
-    spent = (
-        foreseen
-        if foreseen >= PROBE_SLOW
-        else _spent(lambda: evaluate_conditions(net, splits, job.batch_size, conditions))
-    )
-    if spent >= PROBE_SLOW:
-        raise ProbeTooSlow(
-            f"its model takes about {spent:.0f} CPU-s here for {m} training samples and the test "
-            "set, too long to measure "
-            "an evaluation in a dry run; its first evaluation's record prices it"
-        )
-    measures = _spent(lambda: _measures(replace(job, data=sized), net, splits, vectors))
-    return measures, spent / m

@@ -1,15 +1,24 @@
 """Every job the workflow hands the runner, by name: the one table of them.
 
-A job script names its job (`worker.run("evaluate", ...)`); the runner (nadpipe.runner.worker)
-looks the name up here, in the process that runs it. Each entry imports its function when it is
-looked up, so that a job imports only what its own module needs: a figure's or a table's job
-never imports torch (tests/test_device.py). A reader's "find usages" and the import graph see
-every job through these imports. A new job is a function here and its name in JOBS.
+A job script names its job (`run_job("evaluate", ...)`); the runner (nadpipe.runner.worker)
+is handed this table's `job` and looks the name up in the process that runs it, so the runner
+never imports the science. The warm server is this module run as a program (`start_server`).
+Each entry imports its function when it is looked up, so that a job imports only what its own
+module needs: a figure's or a table's job never imports torch (tests/test_device.py). A reader's
+"find usages" and the import graph see every job through these imports. A new job is a function
+here and its name in JOBS.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+
+from .runner import worker
+
+# Each loader imports its job's module when called, not at the top: a figure's job must not
+# import torch through the training jobs' module (tests/test_device.py).
 
 
 def nads() -> Callable:
@@ -91,7 +100,7 @@ def resolved_config() -> Callable:
 
 
 def process() -> Callable:
-    from .runner.worker import process_facts
+    from .usage import process_facts
 
     return process_facts
 
@@ -111,3 +120,20 @@ def job(name: str) -> Callable:
     if loader is None:
         raise KeyError(f"no job {name!r} in nadpipe.jobtable; its jobs: {', '.join(JOBS)}")
     return loader()
+
+
+def run_job(name: str, *args, **kwargs):
+    """Run the job `name` from a job script: in the local run's warm server when there is one,
+    else in this process (nadpipe.runner.worker.hand_over: `log`, `threads`, `gpu`)."""
+    return worker.hand_over(name, job, *args, **kwargs)
+
+
+def start_server(directory: str) -> subprocess.Popen:
+    """Start the warm job server of this process's jobs: this module as a program."""
+    return worker.start(__name__, directory)
+
+
+if __name__ == "__main__":
+    # argv: the socket, the pid of the Snakemake run that owns the server, the results folder
+    # (in the command line for runs.orphans, which finds a killed run's server by it)
+    worker.serve(sys.argv[1], int(sys.argv[2]), job)

@@ -4,6 +4,7 @@ to stdout; a job's stderr is its log file), and progress for long work."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -141,3 +142,21 @@ def fold(warnings: list[str]) -> list[str]:
         ws[0] if len(ws) == 1 else f"{ws[0]}; and {len(ws) - 1} more like it"
         for ws in groups.values()
     ]
+
+
+def said(e: BaseException) -> str:
+    """A failed job's exception in one line, by its root cause: an OSError with an errno
+    anywhere in the chain first (a full disk reaches torch.save as "No space left on device",
+    and leaves it as "[enforce fail at inline_container.cc] unexpected pos"), then the last."""
+    if isinstance(e, SystemExit | KeyboardInterrupt):
+        return f"the job was stopped ({type(e).__name__} {getattr(e, 'code', '')})".strip()
+    line, x, seen = f"{type(e).__name__}: {e}", e, set()
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if isinstance(x, OSError) and x.errno:
+            name = errno.errorcode.get(x.errno, str(x.errno))
+            where = f": {x.filename}" if x.filename else ""
+            cause = f"{x.strerror or x} ({name}{where})"
+            return cause if x is e else f"{cause}, which ended the job as {line}"
+        x = x.__cause__ or x.__context__
+    return line

@@ -9,6 +9,8 @@ from nadpipe import config as nc
 from nadpipe import grid as ng
 from nadpipe import io as nio
 from nadpipe import paths as npath
+from nadpipe.jobtable import start_server
+from nadpipe.pricing import Pricer
 from nadpipe.runner import Run, refusals, surface
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, variant_pattern
@@ -27,7 +29,7 @@ with refusals():  # said in nadpipe's words, without Snakemake's traceback lines
     PLAN = ng.Plan(CFG, R)
     # the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
     # slot pool, how many cells train together); it starts with the jobs (the Snakefile's onstart)
-    RUN = Run(workflow, CFG, PLAN, R, WARNINGS)
+    RUN = Run(workflow, CFG, PLAN, R, WARNINGS, Pricer(PLAN), start_server)
 
 
 def path(template, **fixed):
@@ -81,6 +83,12 @@ def train_gpu(w):
     """A cell its batch's job trains only claims its result: no GPU."""
     ahead = ng.Cell(w.study, w.arch, w.variant, int(w.seed)).path(npath.AHEAD, R)
     return 0 if ahead in TRAINED_AHEAD else RUN.gpu_job
+
+
+def job_of(rule):
+    """A rule's params `job`: its typed job from the plan (nadpipe.grid.Plan.job), as plain
+    data, which Snakemake compares to rerun a job whose spec changed."""
+    return lambda w: plain(PLAN.job(rule, dict(w.items())))
 
 
 def nads_of(w):

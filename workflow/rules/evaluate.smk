@@ -15,6 +15,6 @@ rule evaluate:
     resources:
         gpu=RUN.gpu_job,
     params:
-        job=lambda w: plain(PLAN.eval_job(w.study, w.arch, w.variant, int(w.seed))),
+        job=job_of("evaluate"),
     script:
         "../scripts/evaluate.py"

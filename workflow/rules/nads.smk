@@ -12,7 +12,7 @@ rule nad_shard:
     resources:
         gpu=RUN.gpu_job,
     params:
-        job=lambda w: plain(PLAN.nad_shard_job(w.arch, int(w.first), int(w.stop))),
+        job=job_of("nad_shard"),
     script:
         "../scripts/nad_shard.py"
 
@@ -78,7 +78,7 @@ rule nads:
     resources:
         gpu=lambda w: 0 if PLAN.nad_shards(w.arch) else RUN.gpu_job,  # a merge: on the CPU
     params:
-        job=lambda w: plain(PLAN.nad_job(w.arch)),
+        job=job_of("nads"),
     script:
         "../scripts/nads.py"
 

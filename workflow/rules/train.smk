@@ -56,7 +56,7 @@ rule train:
     resources:
         gpu=train_gpu,
     params:
-        job=lambda w: plain(PLAN.train_job(w.study, w.arch, w.variant, (int(w.seed),))),
+        job=job_of("train"),
     script:
         "../scripts/train.py"
 
@@ -66,7 +66,7 @@ for grouped in PLAN.grouped():
 
     rule:
         name:
-            f"train_{grouped}_seeds"
+            PLAN.seed_rule(grouped)
         input:
             nads=lambda w, s=grouped: PLAN.nad_files(s, w.arch),
             cifar=PLAN.cifar_files(grouped),
@@ -92,8 +92,6 @@ for grouped in PLAN.grouped():
         resources:
             gpu=RUN.gpu_job,
         params:
-            job=lambda w, s=grouped: plain(
-                PLAN.train_job(s, w.arch, w.variant, CFG.studies[s].seeds)
-            ),
+            job=job_of(PLAN.seed_rule(grouped)),
         script:
             "../scripts/train.py"

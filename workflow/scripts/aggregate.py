@@ -1,10 +1,10 @@
 """One table of a study's evaluations, and one of its models' timings."""
 
+from nadpipe.jobtable import run_job
 from nadpipe.log import say
-from nadpipe.runner import worker
 
 sm = snakemake
-summary = worker.run(
+summary = run_job(
     "aggregate",
     list(sm.input.evaluations),
     sm.output.summary,

@@ -9,11 +9,11 @@ if sm.rule == "trains_alone":  # one job per cell that trains alone: it imports 
 else:
     from nadpipe.batching import Batch
     from nadpipe.io import load_json, run_values
+    from nadpipe.jobtable import run_job
     from nadpipe.log import say
-    from nadpipe.runner import worker
 
     batch = next(Batch.of(b) for b in load_json(run_values()["batches"]) if b["name"] == sm.rule)
-    summary = worker.run(
+    summary = run_job(
         "train_together",
         list(batch.jobs),
         batch.nads[0] if batch.nads else None,

@@ -1,11 +1,11 @@
 """Evaluate one trained model: its study's conditions and measures."""
 
+from nadpipe.jobtable import run_job
 from nadpipe.log import say
-from nadpipe.runner import worker
 
 sm = snakemake
 nads = list(sm.input.nads)  # empty for a study without NADs
-summary = worker.run(
+summary = run_job(
     "evaluate",
     sm.params.job,
     nads[0] if nads else None,

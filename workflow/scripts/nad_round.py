@@ -1,9 +1,9 @@
 """One round of NADs until converged: whether the shards so far converged (nadpipe.shards)."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
 sm = snakemake
-worker.run(
+run_job(
     "nad_round",
     sm.params.job,
     list(sm.input.shards),

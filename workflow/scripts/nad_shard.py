@@ -1,9 +1,9 @@
 """One shard of an architecture's NAD networks: their input sensitivities (nadpipe.shards)."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
 sm = snakemake
-worker.run(
+run_job(
     "nad_shard",
     sm.params.job,
     sm.output.shard,

@@ -2,12 +2,12 @@
 from its shards; until converged, from those of the rounds it took)."""
 
 from nadpipe.io import load_json
+from nadpipe.jobtable import run_job
 from nadpipe.log import say
-from nadpipe.runner import worker
 
 sm = snakemake
 took = load_json(sm.input.converged) if "converged" in sm.input.keys() else {}
-summary = worker.run(
+summary = run_job(
     "nads",
     sm.params.job,
     sm.output.artifact,

@@ -1,10 +1,10 @@
 """One figure of a study for one architecture (nadpipe.studies names its function)."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
 sm = snakemake
 w = sm.wildcards
-worker.run(
+run_job(
     "plot",
     sm.params.function,
     list(sm.input),

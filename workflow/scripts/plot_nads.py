@@ -1,10 +1,10 @@
 """The NAD figure of one architecture, and a warning when its NADs are not converged."""
 
+from nadpipe.jobtable import run_job
 from nadpipe.log import say
-from nadpipe.runner import worker
 
 sm = snakemake
-verdict = worker.run(
+verdict = run_job(
     "plot_nads",
     sm.input[0],
     sm.wildcards.arch,

@@ -1,10 +1,10 @@
 """The report's landing page: what ran and the headline numbers of this run; and its page of
 the runs beside it."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
 sm = snakemake
-worker.run(
+run_job(
     "report_landing",
     sm.params.config,
     list(sm.input.summaries),

@@ -1,9 +1,9 @@
 """A study's per-architecture summary table (test accuracy per cell and condition) for the
 report."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
-worker.run(
+run_job(
     "report_summary",
     snakemake.input[0],
     snakemake.output[0],

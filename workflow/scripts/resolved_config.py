@@ -1,9 +1,9 @@
 """The config the run used, every default filled in: as YAML, and as a page the report shows."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
 sm = snakemake
-worker.run(
+run_job(
     "resolved_config",
     sm.params.config,
     sm.output.yaml,

@@ -1,9 +1,9 @@
 """Architecture signatures: how the NADs of every pair of architectures overlap."""
 
-from nadpipe.runner import worker
+from nadpipe.jobtable import run_job
 
 sm = snakemake
-worker.run(
+run_job(
     "signatures",
     list(sm.input),
     sm.params.archs,

@@ -1,11 +1,11 @@
 """Train the model(s) of one cell: one seed, or all its seeds as one batched ensemble."""
 
+from nadpipe.jobtable import run_job
 from nadpipe.log import say
-from nadpipe.runner import worker
 
 sm = snakemake
 nads = list(sm.input.nads)  # empty for a study without NADs
-summary = worker.run(
+summary = run_job(
     "train",
     sm.params.job,
     nads[0] if nads else None,

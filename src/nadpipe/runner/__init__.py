@@ -18,8 +18,9 @@
 - `end`, Snakemake's onsuccess / onerror, and the "nothing to do" summary of a run that had no
   job: the outputs, what they show, every warning.
 So no list of Snakemake's options says which commands run jobs: Snakemake's hooks do. The
-science reaches it only through the plan it is given (`final_outputs`, `findings`): the package
-imports none of grid, studies or train.
+science reaches it only through what the workflow hands it: the plan (`final_outputs`,
+`findings`), a pricer (`line`, `record`: nadpipe.pricing) and the warm server's start
+(nadpipe.jobtable.start_server). The package imports none of grid, studies, jobs or train.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..log import WARNING
@@ -58,9 +60,20 @@ def refusals():
 class Run:
     """One Snakemake command of the workflow. `workflow` is Snakemake's; `cfg` the validated
     config, `plan` its plan (grid.Plan: its final outputs and findings), `results` its results
-    folder, `warnings` what the config check found (said now and again at the end)."""
+    folder, `warnings` what the config check found (said now and again at the end); `pricer`
+    prices the jobs (nadpipe.pricing.Pricer), `serve(directory)` starts the warm job server
+    (nadpipe.jobtable.start_server)."""
 
-    def __init__(self, workflow: Any, cfg: Any, plan: Any, results: str, warnings: list[str]):
+    def __init__(
+        self,
+        workflow: Any,
+        cfg: Any,
+        plan: Any,
+        results: str,
+        warnings: list[str],
+        pricer: Any,
+        serve: Callable[[str], Any],
+    ):
         from dataclasses import asdict
 
         from snakemake.logging import logger
@@ -69,6 +82,7 @@ class Run:
         from . import runs
 
         self.plan, self.results, self.warnings = plan, results, warnings
+        self.pricer, self.serve = pricer, serve
         self.workflow = workflow
         self.since = time.time()
         self._shared: dict[str, Any] = {}  # path -> what start() writes there for the jobs
@@ -146,7 +160,7 @@ class Run:
         try:
             jobs = surface.planned_jobs(self.workflow)
             elsewhere = self.accelerated or not self.local
-            return self.plan.cost(jobs, surface.cores(self.workflow), elsewhere)
+            return self.pricer.line(jobs, surface.cores(self.workflow), elsewhere)
         except Exception as e:  # noqa: BLE001 -- the dry run said what it had to say
             return f"nadpipe: no cost estimate ({type(e).__name__}: {e})"
 
@@ -184,9 +198,7 @@ class Run:
             save_json(value, path)
         verdicts.remember()
         if self.warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
-            from . import worker
-
-            self.server = worker.start(os.path.join(self.results, ".nadpipe"))
+            self.server = self.serve(os.path.join(self.results, ".nadpipe"))
 
     def end(self, ok: bool) -> None:
         """Snakemake's onsuccess (`ok`) / onerror: say what the run says last."""
@@ -198,7 +210,7 @@ class Run:
         if self.server is not None:
             self.server.terminate()
         with contextlib.suppress(Exception):  # a record the next estimate reads, never a failure
-            self.plan.record_cost(surface.jobs_done(self.workflow))
+            self.pricer.record(surface.jobs_done(self.workflow))
         runs.remove_leftovers(self.results)
         back = [] if ok else runs.restore_kept(self.results)
         for path in list(back):

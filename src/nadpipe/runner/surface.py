@@ -175,25 +175,20 @@ def on_dry_run_end(said: Callable[[], None]) -> None:
 DRY_RUN_MSG = "This was a dry-run"
 
 
-def _spec(job: Any) -> Any:
-    """The job's params' `job` (nadpipe's job spec; None for a rule without one)."""
-    return job.params.get("job") if hasattr(job.params, "get") else None
-
-
-def planned_jobs(workflow: Any) -> list[tuple[str, dict, Any]]:
-    """The jobs a dry run's DAG holds to run: (rule, wildcards, the params' `job`)."""
+def planned_jobs(workflow: Any) -> list[tuple[str, dict]]:
+    """The jobs a dry run's DAG holds to run: (rule, wildcards)."""
     dag = workflow.dag
     jobs = set(dag.needrun_jobs(exclude_finished=False)) | set(dag.finished_jobs)
     return sorted(
-        ((j.rule.name, dict(j.wildcards_dict), _spec(j)) for j in jobs),
+        ((j.rule.name, dict(j.wildcards_dict)) for j in jobs),
         key=lambda job: (job[0], sorted(job[1].items())),
     )
 
 
-def jobs_done(workflow: Any) -> list[tuple[str, dict, Any, str | None]]:
-    """The jobs this run finished: (rule, wildcards, the params' `job`, its log or None)."""
+def jobs_done(workflow: Any) -> list[tuple[str, dict, str | None]]:
+    """The jobs this run finished: (rule, wildcards, its log or None)."""
     return [
-        (j.rule.name, dict(j.wildcards_dict), _spec(j), str(j.log[0]) if j.log else None)
+        (j.rule.name, dict(j.wildcards_dict), str(j.log[0]) if j.log else None)
         for j in workflow.dag.finished_jobs
     ]
 

@@ -23,8 +23,8 @@ exists when it forks.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
+import hashlib
 import importlib
 import os
 import pickle
@@ -34,12 +34,22 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import psutil
+
+from ..log import echoing, said
+from ..usage import usage
+from .slots import gpu_slot
+
+# the science's table of jobs (nadpipe.jobtable.job): a job's name -> its function
+Table = Callable[[str], Callable]
 
 ENV = "NADPIPE_WORKER"  # "<socket path>:<pid of the Snakemake process that owns it>"
 
@@ -75,8 +85,6 @@ def job_log(
     a GPU slot (nadpipe.runner.slots) for the job's lifetime. Long work's progress also goes
     to the run's console, a line a minute (nadpipe.log.echoing), each line as the console shows
     it: through `echo`, else to the stderr this process had before the log took it."""
-    from ..log import echoing
-    from .slots import gpu_slot
 
     if threads:
         torch = sys.modules.get("torch")
@@ -105,70 +113,17 @@ def job_log(
                 with slot:
                     yield
             except BaseException:
-                import traceback
-
                 traceback.print_exc(file=log)
                 raise
 
 
-@contextlib.contextmanager
-def usage(log: str | os.PathLike) -> Iterator[None]:
-    """Write what the job used, measured in the process that did its work (the warm server's
-    child, or the job's own process), beside its log: LOG.usage.tsv, with the columns of
-    Snakemake's benchmark tables it can vouch for (s, cpu_time, max_rss in MB). Under the warm
-    server Snakemake's own table measures the script that handed the job over (a 10-minute
-    NAD job: cpu_time 0.11, max_rss 26)."""
-    start, cpu_before = time.perf_counter(), used()[0]
-    try:
-        yield
-    finally:
-        cpu, peak = used()
-        table = usage_table(log)
-        with contextlib.suppress(OSError):
-            table.write_text(
-                "s\tcpu_time\tmax_rss\n"
-                f"{time.perf_counter() - start:.4f}\t{cpu - cpu_before:.4f}\t{peak:.2f}\n"
-            )
-
-
-def usage_table(log: str | os.PathLike) -> Path:
-    """The usage table beside a job's log (`usage`): LOG.usage.tsv."""
-    return Path(str(log).removesuffix(".log") + ".usage.tsv")
-
-
-def used() -> tuple[float, float]:
-    """This process's CPU-seconds so far (every thread, user and system) and its peak resident
-    memory in MiB: a warm server's child counts from its fork, its memory from the server's."""
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_maxrss / 1024
-
-
-def process_facts() -> tuple[int, int, bool]:
-    """The process a job runs in: its pid, the objects it inherited frozen for the garbage
-    collector (the warm server's, when a child of it), whether torch is loaded. A job of its
-    own ("process", nadpipe.jobtable): what checks that the warm server serves the jobs."""
-    import gc
-
-    return os.getpid(), gc.get_freeze_count(), "torch" in sys.modules
-
-
-def resolve(name: str) -> Callable:
-    """The function of the job `name` (nadpipe.jobtable: the science's table of jobs, which
-    the runner only looks names up in)."""
-    from ..jobtable import job
-
-    return job(name)
-
-
-def warm(target: str) -> Callable:
-    """Import the function of the job `target` (a name in nadpipe.jobtable) and the modules it
+def warm(target: str, table: Table) -> Callable:
+    """Import the function of the job `target` (a name in `table`) and the modules it
     names in its `warm` attribute (those it imports only while it runs, e.g. torch._dynamo, which an
     optimizer's first step imports: 1.5 s; a tuple of names, or a function that returns them
     from the environment the server shares with the run): what the server does once, before it
     forks the first job of `target`. Returns the function."""
-    fn = resolve(target)
+    fn = table(target)
     names = getattr(fn, "warm", ())
     for module in names() if callable(names) else names:
         importlib.import_module(module)
@@ -177,6 +132,7 @@ def warm(target: str) -> Callable:
 
 def run_here(
     target: str,
+    table: Table,
     args: tuple,
     kwargs: dict,
     log: str | None,
@@ -184,10 +140,9 @@ def run_here(
     gpu: int,
     echo: Callable[[str], None] | None = None,
 ):
-    """Run `target(*args, **kwargs)` in this process, under the job's log."""
-
+    """Run `table(target)(*args, **kwargs)` in this process, under the job's log."""
     with job_log(log, threads, gpu, echo):
-        return resolve(target)(*args, **kwargs)
+        return table(target)(*args, **kwargs)
 
 
 # -- the job script's side ------------------------------------------------------------------------
@@ -195,8 +150,6 @@ def run_here(
 
 def _owned_by(pid: int) -> bool:
     """Whether this process descends from `pid` (the Snakemake run that owns the server)."""
-    import psutil
-
     return any(p.pid == pid for p in psutil.Process().parents())
 
 
@@ -216,17 +169,26 @@ def _connect(path: str, wait: float = 30.0) -> socket.socket | None:
             time.sleep(0.05)
 
 
-def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int = 0, **kwargs):
-    """Run the job `target` (a name in nadpipe.jobtable) with these arguments: in the local
-    run's warm server when there is one, else in this process. Returns what the function
-    returns; raises SystemExit(1) when it fails (its traceback is in the job's log)."""
+def hand_over(
+    target: str,
+    table: Table,
+    *args,
+    log: str | None = None,
+    threads: int = 1,
+    gpu: int = 0,
+    **kwargs,
+):
+    """Run the job `target` (a name in `table`, the science's table of jobs) with these
+    arguments: in the local run's warm server when there is one, else in this process. Returns
+    what the function returns; raises SystemExit(1) when it fails (its traceback is in the
+    job's log)."""
     where = os.environ.get(ENV, "")
     path, _, owner = where.rpartition(":")
     conn = None
     if path and owner.isdigit() and "SLURM_JOB_ID" not in os.environ and _owned_by(int(owner)):
         conn = _connect(path)
     if conn is None:
-        return run_here(target, args, kwargs, log, threads, gpu)
+        return run_here(target, table, args, kwargs, log, threads, gpu)
     with conn:
         _send(
             conn,
@@ -260,28 +222,10 @@ def run(target: str, *args, log: str | None = None, threads: int = 1, gpu: int =
     return value
 
 
-def said(e: BaseException) -> str:
-    """A failed job's exception in one line, by its root cause: an OSError with an errno
-    anywhere in the chain first (a full disk reaches torch.save as "No space left on device",
-    and leaves it as "[enforce fail at inline_container.cc] unexpected pos"), then the last."""
-    if isinstance(e, SystemExit | KeyboardInterrupt):
-        return f"the job was stopped ({type(e).__name__} {getattr(e, 'code', '')})".strip()
-    line, x, seen = f"{type(e).__name__}: {e}", e, set()
-    while x is not None and id(x) not in seen:
-        seen.add(id(x))
-        if isinstance(x, OSError) and x.errno:
-            name = errno.errorcode.get(x.errno, str(x.errno))
-            where = f": {x.filename}" if x.filename else ""
-            cause = f"{x.strerror or x} ({name}{where})"
-            return cause if x is e else f"{cause}, which ended the job as {line}"
-        x = x.__cause__ or x.__context__
-    return line
-
-
 # -- the server's side -------------------------------------------------------------------------
 
 
-def _child(conn: socket.socket, req: dict) -> None:
+def _child(conn: socket.socket, req: dict, table: Table) -> None:
     """Run the job `req` in this forked child; never returns."""
     code = 1
     try:
@@ -306,6 +250,7 @@ def _child(conn: socket.socket, req: dict) -> None:
 
             value = run_here(
                 req["target"],
+                table,
                 req["args"],
                 req["kwargs"],
                 req["log"],
@@ -323,13 +268,15 @@ def _child(conn: socket.socket, req: dict) -> None:
         os._exit(code)
 
 
-def serve(path: str, owner: int) -> None:
-    """Fork a child per connection until the owner ends, each job's function imported here
-    first (`warm`)."""
+def serve(path: str, owner: int, table: Table) -> None:
+    """Fork a child per connection until the owner ends, each job's function (a name in
+    `table`) imported here first (`warm`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is for the jobs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     warmed: set[str] = set()
     try:
+        # here, not at the top: every job script imports this module, and provenance
+        # (with the settings it reads) costs each of them 0.05 s
         from ..provenance import source_hash
 
         source_hash()  # fixed now: the source of this run, whenever its modules are imported
@@ -364,7 +311,7 @@ def serve(path: str, owner: int) -> None:
                 warmed.add(req["target"])
                 # a failure is the job's to report: its child imports the module again
                 with contextlib.suppress(Exception):
-                    warm(req["target"])
+                    warm(req["target"], table)
             # the server's objects (torch's, the warmed modules') move out of the garbage
             # collector's reach: a child's full collection would otherwise traverse them all and
             # copy every page it touches (a LeNet NAD job and its figure, forked: 1.95 instead
@@ -372,7 +319,7 @@ def serve(path: str, owner: int) -> None:
             gc.freeze()
             if os.fork() == 0:
                 listener.close()
-                _child(conn, req)
+                _child(conn, req, table)
             conn.close()
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -392,16 +339,14 @@ def socket_path(directory: str) -> str:
     path = os.path.abspath(os.path.join(directory, f"worker-{os.getpid()}.sock"))
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return path
-    import hashlib
-    import tempfile
-
     digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
     return os.path.join(tempfile.gettempdir(), f"nadpipe-worker-{digest}.sock")
 
 
-def start(directory: str = ".nadpipe") -> subprocess.Popen:
+def start(main: str, directory: str = ".nadpipe") -> subprocess.Popen:
     """Start the server for this process's jobs and tell them where it is (the environment
-    they inherit)."""
+    they inherit). `main`: the module whose `python -m` serves (`serve`) with its table of
+    jobs (nadpipe.jobtable), so the runner names the science without importing it."""
     os.makedirs(directory, exist_ok=True)
     path = socket_path(directory)
     open(path + ".starting", "w").close()
@@ -410,14 +355,10 @@ def start(directory: str = ".nadpipe") -> subprocess.Popen:
     # run's server and its jobs by it
     folder = os.path.abspath(directory)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nadpipe.runner.worker", path, str(os.getpid()), folder],
+        [sys.executable, "-m", main, path, str(os.getpid()), folder],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
     )
     os.environ[ENV] = f"{path}:{os.getpid()}"
     return proc
-
-
-if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))  # sys.argv[3]: the folder, for runs.orphans
