@@ -21,11 +21,17 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from .backend import Backend, _no_cuda_reason
+from .io import RUN_ENV, load_torch
+from .settings import Shape
+from .studies import REGISTRY
 
 # (name, what it checks) of every step, in order: printed before the steps run, and instead of
 # them where there is no GPU
@@ -97,7 +103,6 @@ LEARNS = {"n_train": 1000, "n_test": 400, "epochs": 10}
 def learning_sizes() -> dict:
     """The blocks the doctor merges over the micro config (`_snakemake`'s `change`): every
     study, and the CIFAR-10-like files, at LEARNS' sizes."""
-    from .studies import REGISTRY
 
     sizes = {k: LEARNS[k] for k in ("n_train", "n_test")}
     change: dict = {"cifar10": dict(sizes)}
@@ -111,7 +116,6 @@ def micro_config(cifar_root: str) -> dict:
     """The micro study: one cell of every study (its entry's `micro` block), every measure on,
     sizes a CPU runs in seconds (on CIFAR-10-like files written by
     nadpipe.cifar.write_cifar10_like)."""
-    from .studies import REGISTRY
 
     one = {"seeds": [0], "train": TRAIN}
     config = {
@@ -152,8 +156,10 @@ def _snakemake(
     """The micro study in `work` with gpus.device `device` (reading the NADs of the results
     folder `nads_of`; `change` merged over its top-level blocks): (seconds, its results
     folder)."""
+    # deferred: it loads yaml, which importing acceptance does not
     import yaml
 
+    # deferred: it loads torch, which importing acceptance does not
     from .cifar import write_cifar10_like
 
     work.mkdir(parents=True, exist_ok=True)
@@ -194,10 +200,8 @@ def compare_summaries(cpu: Path, gpu: Path) -> tuple[float, set[str], int]:
     (`clearly_learned`). (Which of two identical channels a model reads, as in a pairs cell
     (i, i), is a coin; a model at chance agrees with anything.) Fails where no row can be
     compared."""
+    # deferred: it loads pandas, which importing acceptance does not
     import pandas as pd
-
-    from .settings import Shape
-    from .studies import REGISTRY
 
     key = [*MODEL, "split", "condition"]
     found = sorted(p.relative_to(cpu) for p in cpu.glob("*/summary.parquet"))
@@ -234,6 +238,7 @@ def clearly_learned(summary, full: str) -> set[tuple]:
     on the CPU, and 9 % apart on the train set on an H100 at a22ca86), and 0.544 lies within a
     hair of findings.at_chance's bar (0.547 on 1000 images), so that bar cannot tell it from
     learned on every machine."""
+    # deferred: it loads pandas, which importing acceptance does not
     from .findings import FIT, outcomes
 
     rows = summary[summary["condition"] == full]
@@ -252,12 +257,19 @@ def clearly_learned(summary, full: str) -> set[tuple]:
 def nads_of_the_cpus_networks(cpu: Path, work: Path) -> float:
     """The least top-5 overlap, over the micro study's architectures, of CUDA's NADs of the CPU
     run's networks (born on the CPU, moved over) with the CPU run's NADs under `cpu`."""
+    # deferred: it loads numpy, which importing acceptance does not
     import numpy as np
+
+    # deferred: it loads yaml, which importing acceptance does not
     import yaml
 
+    # deferred: it loads jsonschema, which importing acceptance does not
     from . import config as nc
-    from .backend import Backend
+
+    # deferred: it loads jsonschema, which importing acceptance does not
     from .grid import Plan
+
+    # deferred: it loads torch, which importing acceptance does not
     from .jobs import nads_job
 
     cfg, _ = nc.load_config(yaml.safe_load((cpu / "config.yaml").read_text()), _schema())
@@ -289,12 +301,9 @@ print(getattr(jobs, target)(*args), flush=True)
 def _resume(work: Path, batched: bool, device: str = "cuda", n_train: int = 20000) -> str:
     """Kill a training on `device` after its third epoch, run it again, compare with a whole run
     (two cells trained together by a batch's job when `batched`)."""
-    import pickle
 
+    # deferred: it loads torch, which importing acceptance does not
     import torch
-
-    from .backend import Backend
-    from .io import RUN_ENV, load_torch
 
     jobs = _resume_jobs(n_train)
     env = {**os.environ, RUN_ENV: Backend(device=device, deterministic=True).to_env()}
@@ -343,6 +352,7 @@ def _resume(work: Path, batched: bool, device: str = "cuda", n_train: int = 2000
 def _resume_jobs(n_train: int) -> list:
     """The resume step's trainings: the first two cells of a study whose data need neither NADs
     nor CIFAR-10, LeNet on `n_train` samples for 12 epochs."""
+    # deferred: it loads jsonschema, which importing acceptance does not
     from .grid import TrainJob
     from .settings import ModelSpec, Shape, TrainSettings
     from .studies import REGISTRY, DataSpec
@@ -419,12 +429,11 @@ def _bench(root: Path, script: str, *args: str) -> str:
 def run(scratch: Path, say=print) -> int:
     """Run every step on this machine's GPU; print the table for docs/speed.md. 0 when every
     step passed, 1 otherwise."""
+    # deferred: it loads torch, which importing acceptance does not
     import torch
 
     root = checkout()
     if not torch.cuda.is_available():
-        from .backend import _no_cuda_reason
-
         say(f"nadpipe doctor --gpu: no GPU here: {_no_cuda_reason()}. On a GPU machine it runs:")
         say(plan_text())
         return 1

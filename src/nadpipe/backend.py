@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -75,6 +77,7 @@ def accelerated(device) -> bool:
     """Whether `device` is an accelerator: the one test of every branch a GPU takes (cells
     batched, NAD networks together and born there, bf16, channels-last). Any device but the
     CPU, so that the test suite's stand-in accelerator takes the same branches as CUDA."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     return torch.device(device).type != "cpu"
@@ -83,10 +86,10 @@ def accelerated(device) -> bool:
 def _other_device(name: str) -> bool:
     """Whether `name` is a device type torch has a module for that says it is available (an
     out-of-tree backend such as the test suite's stand-in); not one of the config's choices."""
-    import sys
 
     if name in DEVICES or "torch" not in sys.modules:
         return False
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     module = getattr(torch, name, None)
@@ -104,6 +107,7 @@ def _given_gpu() -> str | None:
 
 
 def _no_cuda_reason() -> str:
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     if torch.version.cuda is None:
@@ -114,6 +118,7 @@ def _no_cuda_reason() -> str:
 def choose_device(name: str = "auto", flag: str = "gpus.device"):  # -> torch.device
     """The device of a job: `name` ("auto", "cpu", "cuda"); `flag` is how the interface names
     the setting in its messages (a config key or a command-line flag)."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     if _other_device(name):
@@ -143,6 +148,7 @@ def autocast_available(device) -> bool:
     """Whether bf16 autocast runs on `device`: torch has autocast for its type and, for a
     backend of its own (PrivateUse1), that backend says bf16 is supported (else autocast
     turns itself off with a warning, while the record would say bf16)."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     if not torch.amp.is_autocast_available(device.type):
@@ -156,6 +162,7 @@ def autocast_available(device) -> bool:
 def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torch.device
     """Decide the job's device and set its backend switches (see the module's rule); returns the
     device. Called once per job, before any tensor is made."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     keep_freed_memory()
@@ -195,7 +202,6 @@ def keep_freed_memory() -> None:
     with this, and 1.4 times as long (docs/speed.md). Called by `setup`, so once in every job."""
     if glibc_version() is None:
         return
-    import ctypes
 
     libc = ctypes.CDLL(None)
     for option, value in MALLOPT:
@@ -210,6 +216,7 @@ def deterministic_cublas(key: str = "gpus.deterministic") -> None:
     when it starts, so a process that started CUDA without it (the Python API after other CUDA
     work, a notebook) cannot be made deterministic any more, while its records would say it
     was. The workflow's jobs have it in their environment from the start (nadpipe.runner)."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     now = os.environ.get("CUBLAS_WORKSPACE_CONFIG") in DETERMINISTIC_WORKSPACES
@@ -247,6 +254,7 @@ def _set_tf32(on: bool) -> None:
     when a program reads these flags after the newer `fp32_precision` switches were set ("a mix
     of the legacy and new APIs"), which user models, libraries and inductor's autotuning do; set
     this way, both the flags and the switches read back what was set (tests/test_device.py)."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = on
@@ -255,6 +263,7 @@ def _set_tf32(on: bool) -> None:
 
 def facts(device, backend: Backend | None = None) -> dict:
     """What a record and a summary row state about how the job computed."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     backend = backend or Backend.from_env()
@@ -266,6 +275,7 @@ def facts(device, backend: Backend | None = None) -> dict:
 def on_cpu() -> Iterator[None]:
     """Make tensors on the CPU inside the block, whatever the default device: where data and
     models are born (seeded CPU generators: the same bytes on every machine)."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     with torch.device("cpu"):
@@ -280,6 +290,7 @@ def born_on(device) -> Iterator[None]:
     """Models built in the block (nadpipe.models.build, and any builder that makes its tensors
     without naming a device) are made and initialised on `device`: where many networks are
     drawn for the NADs, so that none is copied across tensor by tensor."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     token = _BIRTH.set(torch.device(device))
@@ -293,6 +304,7 @@ def born_on(device) -> Iterator[None]:
 def birth_device():  # -> torch.device
     """Where a model is built: the CPU (the same numbers on every machine), or the device of
     an enclosing `born_on`."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     return _BIRTH.get() or torch.device("cpu")
@@ -300,12 +312,14 @@ def birth_device():  # -> torch.device
 
 def cuda_rng_state() -> list:
     """Every CUDA generator's state (empty where CUDA is not in use), for checkpoints."""
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     return torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
 
 
 def set_cuda_rng_state(states: list) -> None:
+    # deferred: it loads torch, which importing backend does not
     import torch
 
     if states and torch.cuda.is_available():

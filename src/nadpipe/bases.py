@@ -33,6 +33,7 @@ def _array(path: str) -> np.ndarray:
                 raise BasisError(f"holds arrays {names}; name the NADs 'nads' or keep one array")
             return z[pick]
     if ext == ".pt":
+        # deferred: it loads torch, which importing bases does not
         import torch
 
         obj = torch.load(path, map_location="cpu", weights_only=True)

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from . import verdicts
+from .provenance import source_hash
 from .settings import per_model, plain
 
 
@@ -53,7 +54,6 @@ def spec_key(job) -> str:
 def cell_key(job) -> str:
     """Everything a cell's trained model depends on, the library source included: what a
     result trained ahead must carry to be claimed by the cell's job."""
-    from .provenance import source_hash
 
     return _digest([plain(job), source_hash()])
 
@@ -122,6 +122,7 @@ def stackable(job) -> bool:
         return False
     stacks = verdicts.stacks(job.model)
     if stacks is None:
+        # deferred: it loads torch, which importing batching does not
         from .train import model_stacks
 
         stacks = model_stacks(job.model)

@@ -31,6 +31,7 @@ def _unverified_cifar10():
     """torchvision's CIFAR10 without the md5 checks of the official files (for a directory in
     CIFAR-10 format holding other images, e.g. a subset or the tests' generated one).
     torchvision only checks that a file exists when its md5 is None."""
+    # deferred: it loads torchvision, which importing cifar does not
     from torchvision.datasets import CIFAR10
 
     class UnverifiedCIFAR10(CIFAR10):
@@ -43,6 +44,7 @@ def _unverified_cifar10():
 
 def download_cifar10(root: str) -> None:
     """Download and extract CIFAR-10 into `root` (torchvision; needs internet)."""
+    # deferred: it loads torchvision, which importing cifar does not
     from torchvision.datasets import CIFAR10
 
     CIFAR10(root, train=True, download=True)
@@ -52,6 +54,7 @@ def load_cifar10(
     root: str, train: bool, verify_md5: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(images (n, 3, 32, 32) uint8, labels (n,) int64) of one split, through torchvision."""
+    # deferred: it loads torchvision, which importing cifar does not
     from torchvision.datasets import CIFAR10
 
     cls = CIFAR10 if verify_md5 else _unverified_cifar10()

@@ -6,15 +6,32 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.util
 import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from . import __version__, acceptance, runs
+from .backend import Backend, DeviceError, setup
+from .cifar_files import missing_files
+from .convergence import verdict
+from .convergence import verdict as convergence
+from .estimators import ESTIMATORS, described
+from .io import ArtifactError, load_parquet, load_torch, program, save_torch
+from .log import say, set_verbosity
+from .provenance import provenance, source_digest, source_hash
+from .runner.slots import describe, pool, slot_count, visible_gpus
+from .settings import ModelSpec, NadSettings, Reference, Shape, plain
+from .shards import ShardError, compute, gather, ranges
 
 EXAMPLES = {
     "nads": "nadpipe nads --model lenet --n-networks 1100 --out lenet.npy\n"
@@ -35,7 +52,6 @@ EXAMPLES = {
 
 
 def _shape(text: str):
-    from .settings import Shape
 
     try:
         c, h, w = (int(x) for x in text.split(","))
@@ -125,7 +141,6 @@ OUT_SUFFIXES = {
 def _writable(out: Path, suffixes: dict[str, str] = OUT_SUFFIXES) -> None:
     """Refuse an --out that cannot be written, before any work: a wrong suffix, a directory, a
     place this process cannot create a file in (probed by creating one there)."""
-    import tempfile
 
     if out.is_dir():
         example = out / f"nads{next(iter(suffixes))}"
@@ -142,17 +157,15 @@ def _writable(out: Path, suffixes: dict[str, str] = OUT_SUFFIXES) -> None:
 
 
 def cmd_nads(args) -> int:
-    from functools import partial
 
-    from .backend import Backend, DeviceError, setup
+    # deferred: it loads jsonschema, which importing cli does not
     from .config.words import FLAGS, nad_problem, shard_problem
-    from .convergence import verdict
-    from .log import say
+
+    # deferred: it loads torch, which importing cli does not
     from .models import KwargsError, ModelError, build, check_model
+
+    # deferred: it loads torch, which importing cli does not
     from .nads import NadError, compute_nads, nads_of
-    from .provenance import source_digest
-    from .settings import ModelSpec, NadSettings
-    from .shards import ShardError, gather
 
     settings = NadSettings(
         estimator=args.estimator,
@@ -234,12 +247,9 @@ def _shard_arguments(args) -> None:
 def _nad_shards(args, spec, settings, device) -> list[str]:
     """The shards of --shards: --shard K computed (again), or every missing one computed and
     those there kept; their paths, in order."""
-    from functools import partial
 
-    from .io import save_torch
-    from .log import say
+    # deferred: it loads torch, which importing cli does not
     from .models import build
-    from .shards import compute, ranges
 
     todo = ranges(args.n_networks, args.networks_per_shard)
     paths = [str(Path(args.shards) / f"{a}-{b}.pt") for a, b in todo]
@@ -273,11 +283,10 @@ def _strict(args, kind: str) -> int:
 
 
 def _save_nads(art: dict, spec, settings, out: Path) -> None:
+    # deferred: it loads numpy, which importing cli does not
     import numpy as np
 
     from .io import atomic_write, save_torch
-    from .provenance import provenance
-    from .settings import plain
 
     vectors = art["vectors"].numpy()
     if out.suffix == ".pt":
@@ -300,10 +309,11 @@ def _save_nads(art: dict, spec, settings, out: Path) -> None:
 
 
 def cmd_plot_nads(args) -> int:
+    # deferred: it loads numpy, which importing cli does not
     from .bases import BasisError, read_basis
-    from .convergence import verdict as convergence
-    from .io import ArtifactError, load_torch
     from .log import say, warn
+
+    # deferred: it loads matplotlib, which importing cli does not
     from .plots import nad_figure
 
     path = Path(args.file)
@@ -313,6 +323,7 @@ def cmd_plot_nads(args) -> int:
             if not isinstance(art, dict) or "vectors" not in art:
                 raise Refused(f"{path} holds no NADs (a .pt of nadpipe nads, or results/nads/)")
         else:
+            # deferred: it loads torch, which importing cli does not
             import torch
 
             vectors = torch.from_numpy(read_basis(path)).float()
@@ -345,7 +356,6 @@ def cmd_plot_nads(args) -> int:
 
 
 def _square(d: int):
-    from .settings import Shape
 
     side = math.isqrt(d)
     if side * side != d:
@@ -354,6 +364,7 @@ def _square(d: int):
 
 
 def cmd_compare(args) -> int:
+    # deferred: it loads numpy, which importing cli does not
     from .bases import BasisError, as_json, compare, read_basis, report
 
     try:
@@ -376,12 +387,10 @@ def cmd_compare(args) -> int:
 
 def _curves(path: str, args, column: str | None, flag: str) -> tuple[str | None, dict]:
     """(study, name -> accuracies in %) of a summary.parquet (per protocol) or a CSV."""
+    # deferred: it loads pandas, which importing cli does not
     from .references import ReferenceError, comparable, ours, read
-    from .settings import Reference
 
     if path.endswith(".parquet"):
-        from .io import ArtifactError, load_parquet
-
         try:
             df = load_parquet(path)
         except ArtifactError as e:
@@ -410,6 +419,7 @@ def _curves(path: str, args, column: str | None, flag: str) -> tuple[str | None,
 
 
 def cmd_versus(args) -> int:
+    # deferred: it loads pandas, which importing cli does not
     from .references import ReferenceError, agreement, comparable, in_common, line
 
     if args.reference.endswith(".parquet") and not args.results.endswith(".parquet"):
@@ -472,7 +482,6 @@ NEEDED_BY = (
 def missing_packages() -> list[str]:
     """What `nadpipe doctor` says of each package a command needs that is not installed: the
     package, the command and how to install it."""
-    import importlib.util
 
     return [
         f"{module.replace('_', '-')}, which `{command}` needs: {how}"
@@ -485,21 +494,14 @@ def cmd_doctor(args) -> int:
     """What a bug report needs: versions, devices, GPU slots, Slurm, CIFAR-10; with --gpu, the
     acceptance check of this machine's GPU (nadpipe.acceptance)."""
     if args.gpu:
-        import tempfile
-
-        from . import acceptance
-
         scratch = Path(args.scratch or tempfile.mkdtemp(prefix="nadpipe-doctor-"))
         return acceptance.run(scratch)
-    from . import __version__
-    from .cifar_files import missing_files
-    from .provenance import source_hash
-    from .runner.slots import describe, pool, slot_count, visible_gpus
 
     lines = [
         f"nadpipe {__version__} (library source {source_hash()}) at {Path(__file__).parent}",
         f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPU cores",
     ]
+    # deferred: it loads torch, which importing cli does not
     import torch
 
     lines.append(f"torch {torch.__version__}, torchvision {_version('torchvision')}")
@@ -566,6 +568,7 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_config(args) -> int:
+    # deferred: it loads jsonschema, which importing cli does not
     from .config import reference_table
 
     schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
@@ -599,7 +602,6 @@ def _ties(rows: list[dict]) -> str:
 def _program() -> list[str]:
     """How to type this command again (nadpipe.io.program); `nadpipe` when it runs in another
     program's process (a test calling `main`)."""
-    from .io import program
 
     here = sys.argv[0]
     known = os.path.basename(here) == "nadpipe"
@@ -620,10 +622,9 @@ def _without(argv: list[str], option: str) -> list[str]:
 
 
 def cmd_search(args) -> int:
-    import shlex
 
+    # deferred: it loads yaml, which importing cli does not
     from . import search as ns
-    from .log import say
 
     try:
         extra = shlex.split(args.snakemake)
@@ -715,7 +716,6 @@ AS_JSON = "print the result as one JSON document on stdout (for scripts)"
 
 def _nads_arguments(c: argparse.ArgumentParser) -> None:
     """The arguments of `nadpipe nads`."""
-    from .estimators import ESTIMATORS, described
     from .settings import NadSettings, Shape
 
     d = NadSettings()
@@ -837,6 +837,7 @@ def _versus_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--protocol-b", help="the protocol of REFERENCE when it is a summary that holds several"
     )
+    # deferred: it loads pandas, which importing cli does not
     from .references import comparable
 
     c.add_argument(
@@ -951,7 +952,6 @@ VERSUS = (
 
 
 def cmd_runs(args) -> int:
-    from . import runs
 
     if not Path(args.directory).is_dir():
         raise Refused(f"{args.directory} is no directory")
@@ -961,7 +961,6 @@ def cmd_runs(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from . import runs
 
     for folder in (args.a, args.b):
         if not (Path(folder) / "config.yaml").is_file():
@@ -1048,7 +1047,6 @@ def parser() -> argparse.ArgumentParser:
         description="Neural anisotropy directions of any model, without Snakemake "
         "(the workflow: snakemake --cores all; `search` runs it).",
     )
-    from . import __version__
 
     p.add_argument("--version", action="version", version=f"nadpipe {__version__}")
 
@@ -1119,7 +1117,6 @@ def _join_dashed(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = _join_dashed(sys.argv[1:] if argv is None else list(argv))
     args = parser().parse_args(argv)
-    from .log import set_verbosity
 
     set_verbosity(args.verbosity)
     try:

@@ -10,11 +10,14 @@ Loading the plan needs no torch.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from itertools import product
 
 from . import batching, shards
+from .cifar_files import cifar_files
 from .config import Config
+from .config.checks import nad_indices_used
 from .io import file_sha256
 from .paths import (
     AHEAD,
@@ -231,7 +234,6 @@ class Plan:
         nc, a = self.cfg.nad_config(arch), self.cfg.arch(arch)
         if not nc.until_converged or nc.networks_per_shard is None or a.nads_file:
             return []
-        from .config.checks import nad_indices_used
 
         used = [i for key in nad_indices_used(self.cfg).get(arch, {}).values() for i in key]
         floor = max(shards.MIN_NETWORKS, -(-(max(used, default=0) + 2) // nc.n_points))
@@ -395,7 +397,6 @@ class Plan:
         the files a download writes."""
         if study is not None and not REGISTRY[study].needs_cifar:
             return []
-        from .cifar_files import cifar_files
 
         return cifar_files(self.cfg.cifar10.root)
 
@@ -445,8 +446,8 @@ class Plan:
     def findings(self, outputs: list[str]) -> list[str]:
         """What the studies found, from the summaries among `outputs` (Study.findings): the
         lines the end of a run and the report's first page state."""
-        import os
 
+        # deferred: it loads pandas, which importing grid does not
         import pandas as pd
 
         out = []

@@ -10,6 +10,8 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -42,6 +44,7 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 def generator(*parts: object):  # -> torch.Generator
     """A CPU generator seeded with `derive_seed(*parts)`."""
+    # deferred: it loads torch, which importing io does not
     import torch
 
     return torch.Generator().manual_seed(derive_seed(*parts))
@@ -74,7 +77,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
 def save_torch(obj: Any, path: str | os.PathLike) -> None:
     """Write `obj` with torch.save, every tensor in it on the CPU first (nadpipe.backend: what a
     job writes loads on a machine without its GPU, with a plain torch.load)."""
+    # deferred: it loads torch, which importing io does not
     import torch
+
+    # deferred: it loads torch, which importing io does not
     from torch.utils._pytree import tree_map
 
     obj = tree_map(lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v, obj)
@@ -145,7 +151,6 @@ def program(name: str, argv0: str) -> list[str]:
     in the shell that started it: its bare name where PATH finds that same program; `python -m
     name` (the interpreter by path unless PATH finds the same) where it was started so; else
     the path as typed (a virtual environment not on PATH: `.venv/bin/snakemake`)."""
-    import shutil
 
     if os.path.basename(argv0) == "__main__.py":
         python = os.path.basename(sys.executable)
@@ -173,7 +178,6 @@ def snakemake_command(*args: str) -> str:
     """A Snakemake command line for the run this job belongs to: the program it was started by
     (`program`), the options that say which run it is (Snakefile, directory, config files and
     overrides, profiles; nadpipe.runner.runs.run_options), then `args`, quoted for a shell."""
-    import shlex
 
     values = run_values()
     words = [*values.get("program", ["snakemake"]), *values.get("options", [])]
@@ -212,6 +216,7 @@ def _rebuild_hint(path) -> str:
 
 
 def load_torch(path: str | os.PathLike) -> Any:
+    # deferred: it loads torch, which importing io does not
     import torch
 
     return read_artifact(path, lambda p: torch.load(p, map_location="cpu", weights_only=True))
@@ -226,6 +231,7 @@ def load_json(path: str | os.PathLike) -> Any:
 
 
 def load_parquet(path: str | os.PathLike):  # -> pandas.DataFrame
+    # deferred: it loads pandas, which importing io does not
     import pandas as pd
 
     return read_artifact(path, pd.read_parquet)

@@ -19,6 +19,8 @@ import torch
 from . import models, row
 from . import shards as nad_shards
 from .backend import Backend, facts, on_cpu, setup
+from .bases import read_nad_file
+from .batching import cell_key
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
 from .findings import DIVERGED, FIT, NOT_FIT, at_chance
@@ -47,6 +49,7 @@ from .runner import slots
 from .settings import plain, typed
 from .studies import REGISTRY, split_protocol
 from .train import (
+    TrainingDiverged,
     applied,
     diverged_epoch,
     init_seed,
@@ -90,7 +93,6 @@ def nads_job(
     CPU's networks, which the GPU checks compare). `shards`: the networks' sensitivities
     computed ahead (nad_shard_job), put together here; `rounds`: the verdicts of the rounds
     until converged (nad_round_job), recorded with the NADs."""
-    from .bases import read_nad_file
 
     job = typed(NadJob, job) if isinstance(job, dict) else job
     device = setup(backend)
@@ -369,8 +371,6 @@ def _claim(
     """Move the result trained ahead in `ahead` to the cell's outputs: (its record, None), or
     (None, why it cannot be claimed: trained for another spec or library source, or on other
     inputs)."""
-    from .batching import cell_key
-    from .train import TrainingDiverged
 
     found = load_torch(ahead)
     if found["record"].get("cell_key") != cell_key(job):  # raw: an older version's file too

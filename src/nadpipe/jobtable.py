@@ -16,91 +16,104 @@ import sys
 from collections.abc import Callable
 
 from .runner import worker
+from .usage import process_facts
 
 # Each loader imports its job's module when called, not at the top: a figure's job must not
 # import torch through the training jobs' module (tests/test_device.py).
 
 
 def nads() -> Callable:
+    # deferred: it loads torch, which importing jobtable does not
     from .jobs import nads_job
 
     return nads_job
 
 
 def nad_shard() -> Callable:
+    # deferred: it loads torch, which importing jobtable does not
     from .jobs import nad_shard_job
 
     return nad_shard_job
 
 
 def nad_round() -> Callable:
+    # deferred: it loads torch, which importing jobtable does not
     from .jobs import nad_round_job
 
     return nad_round_job
 
 
 def train() -> Callable:
+    # deferred: it loads torch, which importing jobtable does not
     from .jobs import train_job
 
     return train_job
 
 
 def train_together() -> Callable:
+    # deferred: it loads torch, which importing jobtable does not
     from .jobs import train_together_job
 
     return train_together_job
 
 
 def evaluate() -> Callable:
+    # deferred: it loads torch, which importing jobtable does not
     from .jobs import evaluate_job
 
     return evaluate_job
 
 
 def aggregate() -> Callable:
+    # deferred: it loads pandas, which importing jobtable does not
     from .tables import aggregate_job
 
     return aggregate_job
 
 
 def plot() -> Callable:
+    # deferred: it loads matplotlib, which importing jobtable does not
     from .plots import draw
 
     return draw
 
 
 def plot_nads() -> Callable:
+    # deferred: it loads matplotlib, which importing jobtable does not
     from .plots import nad_figure_job
 
     return nad_figure_job
 
 
 def signatures() -> Callable:
+    # deferred: it loads pandas, which importing jobtable does not
     from .signatures import signatures_job
 
     return signatures_job
 
 
 def report_summary() -> Callable:
+    # deferred: it loads pandas, which importing jobtable does not
     from .report import summary_table_job
 
     return summary_table_job
 
 
 def report_landing() -> Callable:
+    # deferred: it loads pandas, which importing jobtable does not
     from .report import landing_page
 
     return landing_page
 
 
 def resolved_config() -> Callable:
+    # deferred: it loads pandas, which importing jobtable does not
     from .report import resolved_config_job
 
     return resolved_config_job
 
 
 def process() -> Callable:
-    from .usage import process_facts
 
     return process_facts
 

@@ -124,6 +124,7 @@ def progress_bar(total: int, desc: str, unit: str = "it", enabled: bool = True):
     if not enabled or not _logger().isEnabledFor(logging.INFO):  # off, or -q
         return _Silent()
     if sys.stderr.isatty():
+        # deferred: it loads tqdm, which importing log does not
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)

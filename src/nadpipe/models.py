@@ -22,6 +22,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from .backend import birth_device
 from .provenance import importable_here
 from .settings import ModelSpec, Shape
 
@@ -414,9 +415,6 @@ def build(spec: ModelSpec) -> nn.Module:
     """A fresh module of `spec` on the CPU, initialised from torch's global generator (the same
     numbers whatever device the job then moves it to: nadpipe.backend), or on the device of an
     enclosing `nadpipe.backend.born_on` (the NADs' networks)."""
-    import torch
-
-    from .backend import birth_device
 
     builder = resolve_builder(spec.model)
     with torch.device(birth_device()):

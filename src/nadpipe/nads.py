@@ -36,6 +36,7 @@ from .convergence import verdict
 from .data import Shape
 from .dipole import WindowedDipole
 from .estimators import ESTIMATORS
+from .grouped import Grouped, NotGroupable
 from .io import derive_seed, generator, save_torch
 from .log import debug, progress_bar, say, warn
 from .models import call_builder, takes_arguments
@@ -191,8 +192,6 @@ def by_dipole(nets, x0, step, batch_size, plan, done, together) -> torch.Tensor:
     through the whole network; the networks together in one vmapped call per chunk of probes,
     or each network's 2d probes through its own forward, batch_size at a time."""
     if together == "grouped":
-        from .grouped import Grouped, NotGroupable
-
         try:
             grouped = Grouped(nets)
         except NotGroupable:

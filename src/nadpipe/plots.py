@@ -12,14 +12,21 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
+import importlib
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
+from .convergence import networks
+from .convergence import verdict as convergence
 from .findings import DIVERGED, FIT, NOT_FIT, cell_verdicts, outcome, outcomes  # noqa: E402
-from .io import atomic_write, load_parquet, read_artifact  # noqa: E402
+from .io import atomic_write, load_parquet, load_torch, read_artifact  # noqa: E402
+from .log import warn
+from .settings import DEFAULT_SHAPE
+from .studies import REGISTRY
 
 AXIS_I = "NAD index i of v1 (channel 1)"
 AXIS_J = "NAD index j of v2 (channel 2)"
@@ -632,8 +639,6 @@ def flip_figure(df: pd.DataFrame, arch: str, output: str) -> None:
 def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     """Rows: the models' variants; columns: the unchanged test inputs, then each band of
     NADs removed, then each band alone; cells: test accuracy (%), mean over seeds."""
-    from .settings import DEFAULT_SHAPE
-    from .studies import REGISTRY
 
     df = _rows_of(df, arch)
     study = df["study"].iloc[0]
@@ -714,8 +719,6 @@ def draw(
     if function in FIGURES:
         draw_it = FIGURES[function]
     else:
-        import importlib
-
         module, _, name = function.partition(":")
         draw_it = getattr(importlib.import_module(module), name)
     if source == "arrays":
@@ -741,7 +744,6 @@ def _spectrum(ax, art: dict, shape: tuple) -> str:
     """The eigenvalues up to the covariance's rank (those past it are rounding noise, spanning
     many decades), and the largest eigenvalue an isotropic covariance from as many networks
     shows; returns the panel's title."""
-    from .convergence import networks
 
     ev = art["eigenvalues"].numpy()
     s = art["settings"]
@@ -813,8 +815,6 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
     converged" stamp on the figure when the NADs are not converged (nadpipe.nads.verdict).
     `raise_networks` is how the caller says to use more networks. Returns (a one-line verdict,
     the figure); the verdict starts with "WARNING: " when it is worth one."""
-    from .convergence import networks
-    from .convergence import verdict as convergence
 
     shape = tuple(art.get("shape") or (1, 32, 32))
     n = min(16, len(art["vectors"]))
@@ -872,8 +872,6 @@ def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_netw
 def nad_figure_job(artifact: str, arch: str, output: str, min_overlap: float) -> str:
     """The NAD figure of the artifact at `artifact`; a warning in the job log when the NADs
     are not converged (repeated at the end of the run)."""
-    from .io import load_torch
-    from .log import warn
 
     verdict, _ = nad_figure(load_torch(artifact), arch, output, min_overlap)
     if verdict.startswith("WARNING: "):

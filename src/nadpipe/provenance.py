@@ -22,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import __version__
+from .io import snakemake_command
 from .paths import EVAL, MODEL, NAD, NAD_SHARD, pattern
 from .settings import REGISTRY_NAMES
 
@@ -44,6 +45,7 @@ def torch_version() -> str:
     try:
         return version("torch")
     except PackageNotFoundError:  # e.g. a conda build without pip metadata
+        # deferred: it loads torch, which importing provenance does not
         import torch
 
         return str(torch.__version__)
@@ -73,6 +75,7 @@ ARTIFACTS = {
 def _source_of(path: str) -> str | None:
     try:
         if path.endswith(".parquet"):
+            # deferred: it loads pyarrow, which importing provenance does not
             import pyarrow.parquet as pq
 
             column = pq.read_table(path, columns=["nadpipe_source"]).column(0)
@@ -103,7 +106,6 @@ def stale_message(found: dict[str, list[str]]) -> str | None:
         return None
     n = sum(map(len, found.values()))
     per = ", ".join(f"{len(v)} of rule {rule}" for rule, v in found.items())
-    from .io import snakemake_command
 
     example = next(iter(found.values()))[0]
     files = [path for paths in found.values() for path in paths]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import platform
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,6 @@ class Where:
 
     @classmethod
     def here(cls) -> Where:
-        import platform
 
         env = os.environ
         return cls(

@@ -15,18 +15,17 @@ import numpy as np
 import pandas as pd
 
 from .settings import Reference
+from .studies import REGISTRY
 
 
 def keys(study: str) -> list[str]:
     """The columns a published table of `study` is keyed by (Study.reference_keys)."""
-    from .studies import REGISTRY
 
     return list(REGISTRY[study].reference_keys)
 
 
 def comparable() -> list[str]:
     """The studies whose results can be compared with a published table."""
-    from .studies import REGISTRY
 
     return [name for name, entry in REGISTRY.items() if entry.reference_keys]
 

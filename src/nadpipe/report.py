@@ -7,14 +7,21 @@ through `_rst` so that a character docutils reads as markup (a bar, an asterisk)
 
 from __future__ import annotations
 
+import base64
 import math
 import os
+import tempfile
+from html import escape
+from pathlib import Path
 
 import pandas as pd
 
+from . import runs
+from .convergence import networks, verdict
 from .estimators import ESTIMATORS
 from .findings import NOT_FIT, TIE_SE
-from .io import load_parquet, save_text
+from .io import load_json, load_parquet, save_text
+from .log import fold
 from .studies import REGISTRY
 
 
@@ -133,15 +140,12 @@ def _callout(cautions: list[str]) -> list[str]:
     said once (nadpipe.log.fold)."""
     if not cautions:
         return []
-    from .log import fold
 
     return [".. warning::", ""] + [f"   - {_rst(c)}" for c in fold(cautions)] + [""]
 
 
 def _nad_line(path: str, min_overlap: float) -> tuple[str, str | None]:
     """A NAD file's line of the first page, and its warning (None: converged, or read)."""
-    from .convergence import networks, verdict
-    from .io import load_json
 
     s = load_json(path)  # a damaged file is named, with the command that rebuilds it
     if s.get("file"):
@@ -166,7 +170,6 @@ def _min_overlap(config: dict, path: str) -> float:
 def _figure(path: str) -> list[str]:
     """An image directive showing `path` in the page itself (a data URI: the report is one
     self-contained file), the page's full width: readable in a window 1 400 px wide."""
-    import base64
 
     with open(path, "rb") as f:
         data = base64.b64encode(f.read()).decode()
@@ -286,12 +289,6 @@ def runs_page(results: str, output: str, most: int = 6) -> None:
     of its parent: the keys that differ, what each found, when, by which version), and, for the
     `most` newest of them that ran a D(v1) ⊕ D(v2) study of this one, its cells against this
     run's (nadpipe.runs.diff: the cells that changed, and the figure)."""
-    import base64
-    import tempfile
-    from html import escape
-    from pathlib import Path
-
-    from . import runs
 
     here = Path(results).resolve()
     found = runs.side_by_side(here.parent)
@@ -342,7 +339,6 @@ def runs_page(results: str, output: str, most: int = 6) -> None:
 def config_page(text: str, output: str) -> None:
     """The config (YAML `text`) as an HTML page the report shows in place (a .yaml would be a
     download)."""
-    from html import escape
 
     title = (
         "<h3>The config this run used, every default filled in (config.yaml in its results)</h3>"
@@ -358,6 +354,7 @@ def config_page(text: str, output: str) -> None:
 def resolved_config_job(config: dict, yaml_out: str, page_out: str) -> None:
     """The config the run used, every default filled in: as YAML, and as a page the report
     shows."""
+    # deferred: it loads yaml, which importing report does not
     import yaml
 
     text = yaml.safe_dump(config, sort_keys=False)

@@ -9,6 +9,8 @@ import datetime
 from pathlib import Path
 from typing import Any
 
+from .studies import REGISTRY
+
 
 def folders(root: str | Path) -> list[Path]:
     """The results folders directly under `root`: those with a resolved config.yaml and a
@@ -49,10 +51,11 @@ def describe(folder: Path) -> dict:
     """One results folder: its config (dotted, the keys of the studies it left off dropped:
     `relevant`), studies, architectures, cells, findings, the newest summary's time and the
     nadpipe versions that made its cells."""
+    # deferred: it loads pandas, which importing runs does not
     import pandas as pd
-    import yaml
 
-    from .studies import REGISTRY
+    # deferred: it loads yaml, which importing runs does not
+    import yaml
 
     config = relevant(flat(yaml.safe_load((folder / "config.yaml").read_text()) or {}))
     studies, archs, cells, found, versions, newest = [], set(), 0, [], set(), 0.0
@@ -126,6 +129,7 @@ def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
     """Two results folders: the config keys that differ (A's value, B's), per study both ran
     its findings in each, and per cell of a D(v1) ⊕ D(v2) study whose verdict or reliance
     angles changed, both (`cell_pairs`; `paired`: those, when read already)."""
+    # deferred: it loads pandas, which importing runs does not
     from .findings import TIE_SE
 
     one, two = describe(Path(a)), describe(Path(b))
@@ -174,8 +178,10 @@ def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
 def cell_pairs(a: str | Path, b: str | Path) -> dict:
     """Per D(v1) ⊕ D(v2) study both folders ran: every cell both have, its verdict and angles
     in A (columns ending _a) and in B (_b), from nadpipe.findings.cell_verdicts."""
+    # deferred: it loads pandas, which importing runs does not
     import pandas as pd
 
+    # deferred: it loads pandas, which importing runs does not
     from .findings import cell_verdicts
 
     out = {}
@@ -198,6 +204,7 @@ def diff_figures(
     """The figure of each D(v1) ⊕ D(v2) study both folders ran (nadpipe.plots.verdict_change;
     `paired`: their `cell_pairs`, when read already): the first at `output`, any other at
     `output` with its study's name before the suffix. The files written."""
+    # deferred: it loads matplotlib, which importing runs does not
     from .plots import verdict_change
 
     written = []

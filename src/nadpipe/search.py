@@ -18,6 +18,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from .io import atomic_write, beside, save_text
+from . import paths
+from .io import atomic_write, beside, load_parquet, save_text
+from .studies import REGISTRY
 
 DATA_KEYS = ("eps", "eps1", "eps2", "sigma", "n_train", "n_test")  # the schema's `protocol`
 INTEGER_KEYS = ("n_train", "n_test", "train.epochs", "train.batch_size")
@@ -199,7 +202,6 @@ class Search:
 
     def with_protocols(self, points: Sequence[Point]) -> dict:
         """The config of a round: every point a named protocol of the study."""
-        from .studies import REGISTRY
 
         cfg = _merge(self.config, {s: {"enabled": False} for s in REGISTRY if s != self.study})
         settings = dict(cfg.get(self.study) or {})
@@ -256,9 +258,11 @@ def prepare(
 ) -> Search:
     """Check everything a search needs before its first job: the axes, the study, the
     architecture and its reference, and the first round's config as the workflow checks it."""
+    # deferred: it loads jsonschema, which importing search does not
     from . import config as nc
+
+    # deferred: it loads pandas, which importing search does not
     from .references import comparable
-    from .studies import REGISTRY
 
     if not SNAKEFILE.exists():
         raise SearchError(
@@ -325,7 +329,6 @@ def prepare(
 
 def fits(summary: str | Path, arch: str) -> dict[str, dict]:
     """Per protocol, the agreement the summary states for `arch` (its reference_* columns)."""
-    from .io import load_parquet
 
     df = load_parquet(summary)
     df = df[df["arch"] == arch]
@@ -345,8 +348,10 @@ def noise(summary: str | Path, arch: str, study: str) -> dict[str, tuple[float, 
     independent: two protocols whose fits lie within two of their combined errors are a tie),
     and whether any of its cells learned (a test accuracy above chance by three standard
     errors, nadpipe.findings.at_chance: a protocol whose models all guess fits nothing)."""
+    # deferred: it loads pandas, which importing search does not
     from .findings import at_chance
-    from .io import load_parquet
+
+    # deferred: it loads pandas, which importing search does not
     from .references import keys
 
     df = load_parquet(summary)
@@ -438,7 +443,6 @@ def _steps(log: Path, seen: str) -> str:
 
 def _snakemake(search: Search, configfile: Path, *args: str) -> list[str]:
     """Snakemake making the study's summary under `configfile`, from here."""
-    from . import paths
 
     target = paths.SUMMARY.format(root=search.results, study=search.study)
     return [
@@ -463,7 +467,6 @@ def plan(search: Search) -> tuple[dict[str, int], str]:
     """What round 1 would run: Snakemake's dry run of it, as jobs per rule ({} when every cell is
     made already), and the line its dry run ends with, its cost on this machine ("" when none:
     nadpipe.cost). Writes nothing of the search's (its config goes to a temporary file)."""
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "search.yaml"
@@ -489,6 +492,7 @@ def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
     """The protocols a previous search measured (search.resume, its search.csv, made on any
     machine): point -> (round, fit). Refused, naming the file, where it cannot continue this
     search (other axes, a missing column, a protocol without a fit)."""
+    # deferred: it loads pandas, which importing search does not
     import pandas as pd
 
     path = search.resume
@@ -593,7 +597,6 @@ def run(search: Search, say: Callable[[str], None]) -> Outcome:
     a training took so far) or is spent. After each round the table, its markdown and the
     figure are written (search.csv, search.md, search.png): the state a later search resumes
     from (`--resume`), on any machine."""
-    from . import paths
 
     tried: dict[Point, int] = {}
     measured: dict[str, dict] = {}
@@ -682,8 +685,10 @@ def _point(row: dict, search: Search) -> Point:
 def write(search: Search, rows: Sequence[dict], summary: str) -> None:
     """search.csv (every protocol's values and fit), search.md (the same as a table) and
     search.png (the fits, and the best protocol's cells against the published ones)."""
+    # deferred: it loads pandas, which importing search does not
     import pandas as pd
 
+    # deferred: it loads matplotlib, which importing search does not
     from .plots import search_figure
 
     keys = sorted(search.axes)

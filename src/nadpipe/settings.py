@@ -8,8 +8,13 @@ only the defaults in which it differs, its training settings included.
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, NamedTuple
+
+from .backend import Backend
+from .estimators import ESTIMATORS
 
 
 class Shape(NamedTuple):
@@ -90,7 +95,6 @@ class NadSettings:
     grouped: bool | str = field(default="auto", metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
-        from .estimators import ESTIMATORS
 
         if self.grouped not in (True, False, "auto"):
             raise ValueError(f"grouped must be auto, true or false, got {self.grouped!r}")
@@ -243,7 +247,6 @@ class GpuSettings:
     batch_cells: int | None = None  # grid cells trained together; None: 64 on a GPU, 1 on a CPU
 
     def backend(self):  # -> nadpipe.backend.Backend
-        from .backend import Backend
 
         return Backend(
             self.device, self.deterministic, self.tf32, self.cudnn_benchmark, self.batch_cells
@@ -429,8 +432,6 @@ def typed(cls: Any, data: Any) -> Any:
     """`data` as plain data (`plain`'s output) turned back into an instance of `cls`, a type
     hint: dataclasses, named tuples, `X | None`, tuples and dicts, recursively. Jobs receive
     their settings as plain data, which Snakemake can compare (it ignores other objects)."""
-    import types
-    import typing
 
     origin, args = typing.get_origin(cls), typing.get_args(cls)
     if origin in (typing.Union, types.UnionType):

@@ -26,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .convergence import verdict
+from .io import load_torch
+from .provenance import provenance
 from .settings import MIN_NETWORKS, ModelSpec, NadSettings, Shape, plain
 
 
@@ -69,8 +72,8 @@ def compute(
     """The shard of networks first .. stop - 1: their sensitivities ((stop - first) *
     n_points, d), float64 on the CPU, with what they were made from. `kept`: where finished
     chunks are kept (nadpipe.nads.sample_sensitivities)."""
+    # deferred: it loads torch, which importing shards does not
     from .nads import as_network, sample_sensitivities
-    from .provenance import provenance
 
     g = sample_sensitivities(
         as_network(build, shape, settings),
@@ -100,9 +103,8 @@ def gather(paths: list[str], model: ModelSpec, settings: NadSettings) -> Any:
     """The sensitivities of networks 0 .. n - 1 from the shards at `paths` (in any order), as one
     (n * n_points, d) float64 tensor, after checking that every shard was made for `model` and
     `settings` and that together they cover 0 .. n - 1 once."""
+    # deferred: it loads torch, which importing shards does not
     import torch
-
-    from .io import load_torch
 
     want = key(model, settings)
     shards = []
@@ -146,7 +148,7 @@ def converged(g: Any, n_points: int, min_overlap: float) -> dict:
     `min_overlap`), or nearly isotropic from more samples than coordinates (no order to find,
     however many networks). The round's record: `networks`, `overlap_top10`, `verdict`,
     `converged` (either of the two)."""
-    from .convergence import verdict
+    # deferred: it loads torch, which importing shards does not
     from .nads import isotropy, nads_from_sensitivities, split_half
 
     sh = split_half(g, n_points)

@@ -76,11 +76,14 @@ def signatures(bases: dict[str, np.ndarray], shapes: dict[str, tuple], ks=KS) ->
 
 
 def signature_figure(df: pd.DataFrame, output: str):
+    # deferred: it loads matplotlib, which importing signatures does not
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: it loads matplotlib, which importing signatures does not
     import matplotlib.pyplot as plt
 
+    # deferred: it loads matplotlib, which importing signatures does not
     from .plots import _save
 
     ks = sorted(df["k"].unique())

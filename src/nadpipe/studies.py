@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .io import STUDIES_ENV, derive_seed, generator, run_values
+from .provenance import importable_here, module_digest
 from .settings import (
     OMIT_DEFAULT,
     CifarData,
@@ -291,6 +292,7 @@ class Study:
 
 
 def _zeros(shape: Shape) -> torch.Tensor:
+    # deferred: it loads torch, which importing studies does not
     import torch
 
     return torch.zeros(shape)
@@ -317,6 +319,7 @@ class NadPairs(Study):
     headline = "reliance"
 
     def findings(self, df: pd.DataFrame) -> list[str]:
+        # deferred: it loads pandas, which importing studies does not
         from .findings import pair_findings
 
         return pair_findings(df)
@@ -324,6 +327,7 @@ class NadPairs(Study):
     def headline_order(self, df: pd.DataFrame, archs: list[str]) -> list[str]:
         """The architectures with most cells whose seeds chose a NAD index first (a control
         that weighs by margin, like the MLP, after)."""
+        # deferred: it loads pandas, which importing studies does not
         from .findings import cell_verdicts
 
         cells = cell_verdicts(df)
@@ -334,8 +338,10 @@ class NadPairs(Study):
         """Each cell's test accuracy and reliance angle over its learned seeds, each with its
         interval (± TIE_SE standard errors), and its verdict (nadpipe.findings: the lower or
         higher NAD index, by margin, at the edge, tied, not learned)."""
+        # deferred: it loads pandas, which importing studies does not
         import pandas as pd
 
+        # deferred: it loads pandas, which importing studies does not
         from .findings import TIE_SE, VERDICTS, cell_verdicts
 
         cells = cell_verdicts(df)
@@ -452,6 +458,7 @@ class NadPairs(Study):
         return (variant.i, variant.j)
 
     def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        # deferred: it loads torch, which importing studies does not
         from .data import pair_splits
 
         v = IndexPair.parse(spec.variant)
@@ -468,6 +475,7 @@ class NadPairs(Study):
         )
 
     def directions(self, spec: DataSpec, vectors: torch.Tensor) -> dict:
+        # deferred: it loads torch, which importing studies does not
         import torch
 
         v = IndexPair.parse(spec.variant)
@@ -487,6 +495,7 @@ class SingleDirection(Study):
     about = "one D(NAD k) per model: how well each NAD is learned (NAD paper)"
 
     def findings(self, df: pd.DataFrame) -> list[str]:
+        # deferred: it loads pandas, which importing studies does not
         from .findings import rank_findings
 
         return rank_findings(df, "nad_k")
@@ -504,6 +513,7 @@ class SingleDirection(Study):
     }
 
     def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        # deferred: it loads torch, which importing studies does not
         from .data import dv_splits
 
         v = _nad(vectors, NadIndex.parse(spec.variant).k, spec.shape)
@@ -563,6 +573,7 @@ class Fourier(Study):
         return [s.step * k for k in range(lo, lo + s.size)]
 
     def build(self, spec: DataSpec, vectors: None) -> Splits:
+        # deferred: it loads torch, which importing studies does not
         from .data import dv_splits, fourier_direction
 
         f = Frequency.parse(spec.variant)
@@ -619,6 +630,7 @@ class CifarNad(Study):
         return _cifar_shape(shape, (1, 3))
 
     def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        # deferred: it loads torch, which importing studies does not
         from . import cifar
 
         v = _nad(vectors, NadIndex.parse(spec.variant).k, spec.shape)
@@ -663,6 +675,7 @@ class Poison(Study):
         return _cifar_shape(shape, (1,))
 
     def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        # deferred: it loads torch, which importing studies does not
         from . import cifar
 
         raw = cifar.load_splits(spec.cifar)
@@ -705,6 +718,7 @@ class Flip(Study):
         return _cifar_shape(shape, (1, 3))
 
     def build(self, spec: DataSpec, vectors: torch.Tensor) -> Splits:
+        # deferred: it loads torch, which importing studies does not
         from . import cifar
 
         raw = cifar.load_splits(spec.cifar)
@@ -788,7 +802,6 @@ def load_modules(names, where) -> None:
     """Import the modules `names` that register studies of their own; `where(i)` says where
     the i-th was named (a config key, an environment variable), for the message when one
     cannot be imported. From the working directory or the import path, as a user model."""
-    from .provenance import importable_here
 
     here = importable_here()
     for i, name in enumerate(names):
@@ -827,7 +840,6 @@ load_modules(_env_modules(STUDIES_ENV), lambda i: f"environment variable {STUDIE
 def study_code(study: str) -> str:
     """The code digest of a study of one's own (its module and the modules beside it that it
     imports): part of its cells' data spec, so that editing it reruns them; "" for nadpipe's."""
-    from .provenance import module_digest
 
     module = type(REGISTRY[study]).__module__
     return "" if module.split(".")[0] == "nadpipe" else module_digest(module)

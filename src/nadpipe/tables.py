@@ -16,6 +16,7 @@ from .studies import REGISTRY
 
 
 def _with_references(df: pd.DataFrame, references: dict, axis: list[int] | None) -> pd.DataFrame:
+    # deferred: it loads numpy, which importing tables does not
     from . import references as refs
 
     study = df["study"].iloc[0]

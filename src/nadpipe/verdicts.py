@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .io import CACHE_ENV as CACHE_ENV  # the variable the model checks' folder follows
 from .io import cache
+from .provenance import source_hash, torch_version
 from .settings import REGISTRY_NAMES, ModelSpec
 
 _found: dict[str, str] = {}  # what this process's probes found: file name -> content
@@ -41,7 +42,6 @@ def _key(spec: ModelSpec) -> str | None:
 
 @functools.cache  # a plan asks once per stale cell
 def _key_of(spec: str) -> str:
-    from .provenance import source_hash, torch_version
 
     text = "\0".join([spec, source_hash(), torch_version(), sys.version])
     return hashlib.sha256(text.encode()).hexdigest()[:32]

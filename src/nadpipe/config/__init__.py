@@ -9,8 +9,11 @@ model has to be checked (user models, keyword arguments, other input shapes).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from ..io import STUDIES_ENV
+from ..studies import StudyModuleError, load_modules
 from .build import Config, build, results_root, with_overrides
 from .checks import check, check_model, model_specs, nad_count, rank_warnings
 from .keys import key_rows, reference_table
@@ -92,10 +95,6 @@ def load_study_modules(config: dict) -> list[str]:
     """Import the config's `study_modules` before it is validated (their studies' blocks are
     keys of it); a module that cannot be imported stops the run naming the key. Returns a
     warning when the environment variable NADPIPE_STUDIES names modules too."""
-    import os
-
-    from ..io import STUDIES_ENV
-    from ..studies import StudyModuleError, load_modules
 
     modules = config.get("study_modules") or []
     if isinstance(modules, list) and all(isinstance(m, str) for m in modules):

@@ -8,9 +8,11 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .. import settings as st
 from ..settings import Architecture, NadConfig, Shape, StudySettings
-from .schema import STUDY_SETTINGS
+from .schema import STUDY_SETTINGS, ConfigError
 
 
 def _tuples(v: Any) -> Any:
@@ -118,8 +120,6 @@ def results_root(cfg: Config, configfiles=()) -> str:
     # braces are Snakemake's wildcards, and a control character no command line carries:
     # other characters (spaces, accents, commas, '=') are paths like any other
     if re.search(r"[{}\x00-\x1f\x7f]", root):
-        from .schema import ConfigError
-
         raise ConfigError(
             f"the config file name {' + '.join(map(str, configfiles))} gives the results folder "
             f"{root!r}, whose name holds a brace or a control character, which Snakemake's "
@@ -132,7 +132,6 @@ def results_root(cfg: Config, configfiles=()) -> str:
 def _typed(value):
     """A `--config` value as its YAML says: Snakemake reads a nested value (`nads={n_networks:
     50}`) with YAML's base loader, which leaves every scalar a string ('50')."""
-    import yaml
 
     if isinstance(value, dict):
         return {k: _typed(v) for k, v in value.items()}

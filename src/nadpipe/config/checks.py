@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 from .. import settings as st
+from .. import verdicts
+from ..cifar_files import missing_files, missing_message
 from ..estimators import ESTIMATORS
 from ..settings import REGISTRY_NAMES, StudySettings
 from ..studies import REGISTRY
@@ -66,6 +68,7 @@ def nad_count(cfg: Config, name: str) -> int:
     src = cfg.nad_source(name)
     a = cfg.arch(src)
     if a.nads_file:
+        # deferred: it loads numpy, which importing checks does not
         from ..bases import BasisError, read_nad_file
 
         try:
@@ -137,6 +140,7 @@ def _check_protocols(study: str, s: StudySettings) -> None:
                 f"config key {key!r}: {arch} is not in {study}.architectures "
                 f"{list(s.architectures)}"
             )
+        # deferred: it loads pandas, which importing checks does not
         from .. import references as refs
 
         try:  # read now: a file that cannot serve stops the run before any job
@@ -151,11 +155,13 @@ def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
     """Raise ConfigError naming architectures.NAME.model (or .kwargs) when the model cannot
     run as nadpipe runs it on `spec`'s inputs (a registry model that passed before is not built
     again: nadpipe.verdicts)."""
-    from .. import verdicts
 
     if verdicts.known(spec):
         return
+    # deferred: it loads torch, which importing checks does not
     from ..models import KwargsError, ModelError
+
+    # deferred: it loads torch, which importing checks does not
     from ..models import check_model as run_check
 
     try:
@@ -280,8 +286,6 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
                 raise ConfigError(why)
     _check_bands(cfg)
     if any(REGISTRY[s].needs_cifar for s in cfg.enabled()):
-        from ..cifar_files import missing_files, missing_message
-
         c = cfg.cifar10
         if not c.download and missing_files(c.root):
             raise ConfigError(missing_message(c.root))

@@ -31,11 +31,16 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
+from .. import verdicts
+from ..backend import CUBLAS_WORKSPACE
+from ..io import program, save_json, set_run_values
 from ..log import WARNING
 from ..paths import BATCHES, at
-from . import slots, surface
+from . import runs, slots, surface
+from .runs import CommandRefused, RunInProgress
 
 # runs (and the provenance it reads) is imported where a Run uses it: every job script imports
 # this package for its worker, 0.05 s a job otherwise
@@ -47,8 +52,8 @@ def refusals():
     cannot mean anything, a run going on, a command refused) is said in its own words and ends
     the command with status 1, without the traceback lines Snakemake adds to an error raised in
     a workflow file (they say where nadpipe checked, not what to change)."""
+    # deferred: it loads jsonschema, which importing runner does not
     from ..config import ConfigError
-    from .runs import CommandRefused, RunInProgress
 
     try:
         yield
@@ -74,12 +79,9 @@ class Run:
         pricer: Any,
         serve: Callable[[str], Any],
     ):
-        from dataclasses import asdict
 
+        # deferred: it loads snakemake, which importing runner does not
         from snakemake.logging import logger
-
-        from ..io import program, set_run_values
-        from . import runs
 
         self.plan, self.results, self.warnings = plan, results, warnings
         self.pricer, self.serve = pricer, serve
@@ -148,8 +150,6 @@ class Run:
             batches=os.path.abspath(at(BATCHES, results)),
         )
         if cfg.gpus.deterministic:  # cuBLAS reads its own variable when it starts
-            from ..backend import CUBLAS_WORKSPACE
-
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         if self.main and self.slots:
             logger.info(f"nadpipe: {slots.describe(self.slots)}")
@@ -187,9 +187,6 @@ class Run:
         """Snakemake's onstart: this command executes jobs. Hold the run lock, write what the
         jobs share before any job, remember the model checks that passed, start the warm job
         server."""
-        from .. import verdicts
-        from ..io import save_json
-        from . import runs
 
         runs.take_lock(self.results)
         if self.owners is not None:
@@ -202,9 +199,8 @@ class Run:
 
     def end(self, ok: bool) -> None:
         """Snakemake's onsuccess (`ok`) / onerror: say what the run says last."""
+        # deferred: it loads snakemake, which importing runner does not
         from snakemake.logging import logger
-
-        from . import runs
 
         self.ended = True
         if self.server is not None:

@@ -21,9 +21,11 @@ import os
 import shutil
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 
 from .. import provenance
+from ..io import snakemake_command
 from ..log import WARNING, fold
 from ..paths import AHEAD, KEPT, LOGS, OWNER, RUN_LOCK, at
 from . import surface
@@ -162,6 +164,7 @@ def orphans(root: str = ".", results: str = "results") -> list[int]:
     """Processes still running jobs of an earlier run in `root` (their job script under its
     .snakemake/scripts, or the warm job server of the results folder `results`), this process
     excepted."""
+    # deferred: it loads psutil, which importing runs does not
     import psutil
 
     marks = [
@@ -193,7 +196,6 @@ def killed_run_message(last: str, root: str = ".", results: str = "results") -> 
     """What to do after a run of the results folder `results` in `root` was killed (its
     Snakemake lock left behind), in one message: the steps Snakemake will ask for one after
     another, and the killed run's jobs that are still running; None when no run was killed."""
-    from ..io import snakemake_command
 
     if not locks_of(results, root):
         return None
@@ -246,6 +248,7 @@ def snakemakes(root: str = ".") -> list[int]:
     plan has taken Snakemake's locks but not yet nadpipe's. This command's own process and its
     parents are not others: a wrapper (`timeout 900 snakemake ...`, `nice snakemake ...`) names
     snakemake on its command line too."""
+    # deferred: it loads psutil, which importing runs does not
     import psutil
 
     own = {os.getpid()} | {p.pid for p in psutil.Process().parents()}
@@ -349,7 +352,6 @@ def _results_lines(outputs: list[str], results: str, findings: Findings) -> list
 def report_command(results: str = "results") -> str:
     """The command that makes this run's HTML report, in its results folder: its own options
     (config files, overrides, directory), so that the report is of the results this run made."""
-    from ..io import snakemake_command
 
     return snakemake_command("--report", f"{results}/report.html")
 
@@ -388,9 +390,11 @@ def damaged(outputs: list[str], results: str = "results") -> list[str]:
     summaries (their parquet footer), the evaluations' arrays and every torch file (a zip's
     directory; a NAD shard's range too), the NADs' arrays (size against header) and the resolved
     config (YAML). Reads headers only: cheap for a large grid."""
-    import zipfile
 
+    # deferred: it loads pyarrow, which importing runs does not
     import pyarrow.parquet as pq
+
+    # deferred: it loads yaml, which importing runs does not
     import yaml
 
     bad = []
@@ -433,6 +437,7 @@ def damaged(outputs: list[str], results: str = "results") -> list[str]:
 def _shard_named(path: str) -> bool:
     """Whether the NAD shard at `path` (a whole zip) holds the networks its name says, FIRST-STOP
     (another range's shard copied over it keeps the name and may keep the time)."""
+    # deferred: it loads torch, which importing runs does not
     import torch
 
     first, stop = os.path.basename(path)[: -len(".pt")].split("-")
@@ -445,6 +450,7 @@ def _shard_named(path: str) -> bool:
 
 def _npy_whole(path: str) -> bool:
     """Whether the .npy file at `path` holds as many bytes as its header says."""
+    # deferred: it loads numpy, which importing runs does not
     import numpy as np
 
     try:
@@ -461,7 +467,6 @@ def _npy_whole(path: str) -> bool:
 
 
 def damaged_message(bad: list[str]) -> str:
-    from ..io import snakemake_command
 
     command = snakemake_command("--cores", "all", "--forcerun", *bad)
     return (
@@ -500,7 +505,6 @@ def summarise_at_exit(
     (it said so through its logger), say `up_to_date` on stderr and in Snakemake's log file.
     A run that ends otherwise before any job (Snakemake's lock held by a killed run, an error
     of its own) gets no line from nadpipe: Snakemake's message is the last word."""
-    import time
 
     here = os.getcwd()  # Snakemake may have left the working directory by then
     # now, while Snakemake parses: its log of this run is written to after this (psutil's

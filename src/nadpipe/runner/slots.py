@@ -38,6 +38,7 @@ def visible_gpus() -> list[str]:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
     if not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/kfd")):
         return []
+    # deferred: it loads torch, which importing slots does not
     import torch
 
     return [str(k) for k in range(torch.cuda.device_count())]

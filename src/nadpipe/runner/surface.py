@@ -13,6 +13,8 @@ so a Snakemake that moves one of these fails a test that names it.
 from __future__ import annotations
 
 import glob
+import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -30,7 +32,6 @@ def probe(workflow: Any) -> list[str]:
     called from a Snakefile while Snakemake parses it (tests/test_lint.py, tests/test_floor.py).
     The job record is checked on its class: it exists once the run starts; the DAG's jobs and
     the end of a dry run by the probe's Snakefile, which prints them from on_dry_run_end."""
-    import importlib
 
     def record() -> None:
         module = importlib.import_module("snakemake.persistence")
@@ -111,6 +112,7 @@ def forget_job_record(workflow: Any, path: str) -> bool:
     """Drop Snakemake's record of the job that last made `path` (what --cleanup-metadata
     does); False where this Snakemake cannot."""
     try:
+        # deferred: it loads snakemake, which importing surface does not
         from snakemake.io import IOFile
 
         workflow.persistence.cleanup_metadata(IOFile(path))
@@ -133,6 +135,7 @@ def forced(argv: list[str]) -> frozenset[str]:
     )
     if not maybe:
         return frozenset()
+    # deferred: it loads snakemake, which importing surface does not
     from snakemake.cli import get_argument_parser
 
     try:
@@ -146,8 +149,8 @@ def forced(argv: list[str]) -> frozenset[str]:
 def on_nothing_to_do(said: Callable[[], None]) -> None:
     """Call `said` when Snakemake logs that it has nothing to do (it then ends without calling
     the workflow's handlers)."""
-    import logging
 
+    # deferred: it loads snakemake, which importing surface does not
     from snakemake.common import NOTHING_TO_BE_DONE_MSG
 
     class Nothing(logging.Handler):
@@ -161,7 +164,6 @@ def on_nothing_to_do(said: Callable[[], None]) -> None:
 def on_dry_run_end(said: Callable[[], None]) -> None:
     """Call `said` when a dry run with jobs to run ends (Snakemake logs that it was a dry run,
     its job table said; it calls no workflow handler in a dry run)."""
-    import logging
 
     class DryRun(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
