@@ -114,7 +114,6 @@ def resolved_config() -> Callable:
 
 
 def process() -> Callable:
-
     return process_facts
 
 

@@ -50,7 +50,6 @@ class Where:
 
     @classmethod
     def here(cls) -> Where:
-
         env = os.environ
         return cls(
             platform.node(),

@@ -95,7 +95,6 @@ class NadSettings:
     grouped: bool | str = field(default="auto", metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
-
         if self.grouped not in (True, False, "auto"):
             raise ValueError(f"grouped must be auto, true or false, got {self.grouped!r}")
 

@@ -42,7 +42,6 @@ def _key(spec: ModelSpec) -> str | None:
 
 @functools.cache  # a plan asks once per stale cell
 def _key_of(spec: str) -> str:
-
     text = "\0".join([spec, source_hash(), torch_version(), sys.version])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

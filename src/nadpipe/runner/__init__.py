@@ -79,7 +79,6 @@ class Run:
         pricer: Any,
         serve: Callable[[str], Any],
     ):
-
         # deferred: it loads snakemake, which importing runner does not
         from snakemake.logging import logger
 

@@ -467,7 +467,6 @@ def _npy_whole(path: str) -> bool:
 
 
 def damaged_message(bad: list[str]) -> str:
-
     command = snakemake_command("--cores", "all", "--forcerun", *bad)
     return (
         f"nadpipe: Snakemake finds every result up to date, but {len(bad)} file(s) they stand "

@@ -1,0 +1,51 @@
+"""`nadpipe runs` and `nadpipe diff`: the results folders of a checkout, and two runs by verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .. import runs
+from .common import AS_JSON, Refused
+
+
+def cmd_runs(args) -> int:
+    if not Path(args.directory).is_dir():
+        raise Refused(f"{args.directory} is no directory")
+    found = runs.side_by_side(args.directory)
+    print(json.dumps(found, default=str) if args.json else runs.text(found))
+    return 0
+
+
+def cmd_diff(args) -> int:
+    for folder in (args.a, args.b):
+        if not (Path(folder) / "config.yaml").is_file():
+            raise Refused(f"{folder} is no results folder (it has no config.yaml)")
+    paired = runs.cell_pairs(args.a, args.b)  # read once: the text and the figure
+    found = runs.diff(args.a, args.b, paired)
+    if args.figure:
+        found["figures"] = runs.diff_figures(args.a, args.b, args.figure, paired)
+    print(json.dumps(found, default=str) if args.json else runs.diff_text(found))
+    return 0
+
+
+def diff_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe diff`."""
+    c.add_argument("a", help="a results folder (e.g. results)")
+    c.add_argument("b", help="another (e.g. results-mine)")
+    c.add_argument("--json", action="store_true", help=AS_JSON)
+    c.add_argument(
+        "--figure",
+        metavar="PNG",
+        help="also draw each D(v1) ⊕ D(v2) study's cells, A -> B: their verdicts and the change "
+        "of their reliance angles (PNG; a second study's gets its name before .png)",
+    )
+
+
+def runs_arguments(c: argparse.ArgumentParser) -> None:
+    """The arguments of `nadpipe runs`."""
+    c.add_argument(
+        "directory", nargs="?", default=".", help="where the results folders are (default .)"
+    )
+    c.add_argument("--json", action="store_true", help=AS_JSON)
