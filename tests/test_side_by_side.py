@@ -13,7 +13,7 @@ from conftest import REPO
 from helpers import SNAKEMAKE, TINY, run_snakemake, snakemake_here
 
 from nadpipe.paths import RUN_LOCK, at
-from nadpipe.runner.runs import holder
+from nadpipe.runner.lifecycle import holder
 
 
 def snakemake_command(workdir, *args: str) -> list[str]:

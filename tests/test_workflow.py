@@ -164,7 +164,7 @@ def test_a_results_folder_too_deep_for_a_socket_still_gets_the_warm_server(tmp_p
     # 2 to 4 s each (test_acceptance's run took 63 s for 18); it now listens in the temp folder
     from nadpipe.jobtable import start_server
     from nadpipe.runner import worker
-    from nadpipe.runner.runs import orphans
+    from nadpipe.runner.lifecycle import orphans
 
     monkeypatch.setenv(worker.ENV, "")  # restored after the test
     deep = tmp_path / ("d" * 60) / ("e" * 60) / "results" / ".nadpipe"
@@ -518,7 +518,7 @@ def _holding(copy: Path, first: subprocess.Popen) -> None:
     """Freeze `first` (SIGSTOP) once it holds the run lock: it holds it until it is continued,
     however fast its jobs are (no sleep decides the test)."""
     from nadpipe.paths import RUN_LOCK, at
-    from nadpipe.runner.runs import holder
+    from nadpipe.runner.lifecycle import holder
 
     lock = at(RUN_LOCK, "results")
     deadline = time.time() + 120
@@ -565,7 +565,7 @@ def test_commands_that_run_no_job_never_lock_start_or_write(run, tmp_path):
     and the results as they were, start no job server and take no lock; a run of one job takes
     the lock."""
     from nadpipe.paths import RUN_LOCK, at
-    from nadpipe.runner.runs import holder
+    from nadpipe.runner.lifecycle import holder
 
     workdir, _ = run
     copy = _copy(workdir, tmp_path)
@@ -977,7 +977,7 @@ def test_the_micro_study_on_a_gpu(run, tmp_path, jobs_per_gpu):
 def test_a_run_that_fails_before_any_job_does_not_send_the_user_to_a_job_log(tmp_path):
     # a cluster profile whose scheduler cannot be reached: no job ran (0a58d4e: "a job failed
     # (its log is named above)", and none was)
-    from nadpipe.runner.runs import end
+    from nadpipe.runner.lifecycle import end
 
     results = str(tmp_path / "results")
     logs = tmp_path / "results/logs"
@@ -1127,7 +1127,7 @@ def test_warnings_that_say_the_same_of_other_jobs_fold_into_one_line():
 def test_runs_side_by_side_differ_only_in_what_each_runs():
     # the keys of a study a folder leaves off set nothing of its run: they differ only among
     # the folders that run it (0.12.0 listed every key of every study, disabled or not)
-    from nadpipe.runs import _differ, relevant
+    from nadpipe.folders import _differ, relevant
 
     default = relevant({"nads.n_networks": 1100, "nad_pairs.enabled": True,
                         "nad_pairs.indices": [0, 100], "flip.enabled": False, "flip.seeds": [0],

@@ -111,8 +111,8 @@ def save_text(text: str, path: str | os.PathLike) -> None:
     atomic_write(path, write)
 
 
-# What a run's jobs need of it, in one variable (JSON), set by nadpipe.runner.Run while
-# Snakemake parses: "options" (the options that say which run this is, runner.runs), "backend"
+# What a run's jobs need of it, in one variable (JSON), set by nadpipe.runner.command.Command while
+# Snakemake parses: "options" (the options that say which run this is, runner.lifecycle), "backend"
 # (nadpipe.backend), "slots" and "lock_dir" (runner.slots), "study_modules", "repo" (the
 # checkout, for the conda post-deploy script), "batches" (the file of this run's batches).
 # Through the environment, not params, so that none of them reruns a job when it changes.
@@ -177,7 +177,7 @@ def beside(name: str) -> list[str]:
 def snakemake_command(*args: str) -> str:
     """A Snakemake command line for the run this job belongs to: the program it was started by
     (`program`), the options that say which run it is (Snakefile, directory, config files and
-    overrides, profiles; nadpipe.runner.runs.run_options), then `args`, quoted for a shell."""
+    overrides, profiles; nadpipe.runner.lifecycle.run_options), then `args`, quoted for a shell."""
 
     values = run_values()
     words = [*values.get("program", ["snakemake"]), *values.get("options", [])]
@@ -243,7 +243,8 @@ STUDIES_ENV = "NADPIPE_STUDIES"  # modules that register studies of their own, c
 def keep(paths: list[str], kept: str, root: str) -> None:
     """Hard-link each file of `paths` (under the folder `root`) to the same relative path under
     `kept`, replacing what was there: the last good copy, at no cost in space, which outlives
-    Snakemake deleting the outputs of a later job that fails (nadpipe.runner.runs.restore_kept).
+    Snakemake deleting the outputs of a later job that fails
+    (nadpipe.runner.lifecycle.restore_kept).
     A filesystem without hard links keeps nothing."""
     for path in paths:
         to = os.path.join(kept, os.path.relpath(path, root))

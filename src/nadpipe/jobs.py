@@ -97,56 +97,19 @@ def nads_job(
     job = typed(NadJob, job) if isinstance(job, dict) else job
     device = setup(backend)
     start = time.perf_counter()
-    shape = job.model.shape
-    per_network = None  # what a network took here: computed, not read or put together
     # a merge keeps its outputs for a later merge's failure to put back (runs.restore_kept).
     # Only a merge: any change of its settings makes newer shards, so NADs put back look stale
     # to Snakemake; a job without inputs has nothing that would say so, so it forgets them
     root = _root(artifact, 2)
     if not shards:
         forget([artifact, npy, summary], at(KEPT, root), root)
+    per_network = None  # what a network took here: computed, not read or put together
     if job.file:
-        key = f"architectures.{job.arch}.nads_file"
-        if file_sha256(job.file) != job.file_sha256:
-            raise ArtifactError(
-                f"config key {key!r}: {job.file} changed after this run was planned; run "
-                f"again to use the new file: {snakemake_command('--cores', 'all')}"
-            )
-        vectors = torch.from_numpy(read_nad_file(job.file, shape, key))
-        art = {
-            "vectors": vectors.float(),
-            "eigenvalues": None,
-            "shape": list(shape),
-            "split_half": None,
-            "settings": None,
-            "device": "file",
-        }
-        networks = None
-        say(f"NADs of {job.arch} read from {job.file}: {len(vectors)} NADs of d = {shape.d}")
+        art, networks = _nads_from_file(job), None
     elif shards:
-        g = nad_shards.gather(shards, job.model, job.settings)
-        # until converged the job's n_networks is 0: the rounds decide, the shards say
-        networks = len(g) // job.settings.n_points
-        say(f"NADs of {job.model.describe()} from {len(shards)} shard(s) of {networks} networks")
-        art = nads_of(g, replace(job.settings, n_networks=networks), shape, "cpu", advice=None)
+        art, networks = _nads_from_shards(job, shards)
     else:
-        networks = job.settings.n_networks
-        say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
-        kept = _chunks(root, job.arch, job, device)
-        computing = time.perf_counter()
-        art = compute_nads(
-            partial(models.build, job.model),
-            job.settings,
-            shape,
-            device,
-            advice=None,
-            born=born,
-            kept=kept,
-        )
-        shutil.rmtree(kept, ignore_errors=True)
-        # what a network took here, for the readable record's forecast (nadpipe.convergence);
-        # not in the artifact, which is the same bytes on any run
-        per_network = (time.perf_counter() - computing) / networks
+        art, networks, per_network = _nads_computed(job, device, born, root)
     art.update(_nad_record(job), arch=job.arch, provenance=provenance(), networks=networks)
     if rounds:
         art["rounds"] = rounds
@@ -160,11 +123,11 @@ def nads_job(
     save_torch(art, artifact)
     atomic_write(npy, lambda tmp: np.save(open(tmp, "wb"), art["vectors"].numpy()))
     seconds = time.perf_counter() - start
-    sh = art["split_half"]
     save_json({**_nad_summary(job, art), "seconds_per_network": per_network}, summary)
     if shards:  # what a later merge's failure puts back (see the start of this job)
         keep([artifact, npy, summary], at(KEPT, root), root)
-    line = f"NADs of {job.arch}: {len(art['vectors'])} of d = {shape.d} in {seconds:.1f}s"
+    line = f"NADs of {job.arch}: {len(art['vectors'])} of d = {job.model.shape.d} in {seconds:.1f}s"
+    sh = art["split_half"]
     if sh is not None:
         line += f"; split-half overlaps {overlaps_line(sh)}"
         # in the log, not among the run's warnings: the verdict (the NAD figure's job) says
@@ -173,6 +136,53 @@ def nads_job(
             say(f"NADs of {job.arch}: split-half overlap at k = {k} undefined: {why}")
     say(line)
     return line
+
+
+def _nads_from_file(job: NadJob) -> dict:
+    """The NADs of architectures.NAME.nads_file, checked to be the file the run planned."""
+    shape = job.model.shape
+    key = f"architectures.{job.arch}.nads_file"
+    if file_sha256(job.file) != job.file_sha256:
+        raise ArtifactError(
+            f"config key {key!r}: {job.file} changed after this run was planned; run "
+            f"again to use the new file: {snakemake_command('--cores', 'all')}"
+        )
+    vectors = torch.from_numpy(read_nad_file(job.file, shape, key))
+    say(f"NADs of {job.arch} read from {job.file}: {len(vectors)} NADs of d = {shape.d}")
+    return {
+        "vectors": vectors.float(),
+        "eigenvalues": None,
+        "shape": list(shape),
+        "split_half": None,
+        "settings": None,
+        "device": "file",
+    }
+
+
+def _nads_from_shards(job: NadJob, shards: list[str] | tuple) -> tuple[dict, int]:
+    """The NADs put together from the sensitivities of `shards` (nad_shard_job)."""
+    g = nad_shards.gather(shards, job.model, job.settings)
+    # until converged the job's n_networks is 0: the rounds decide, the shards say
+    networks = len(g) // job.settings.n_points
+    say(f"NADs of {job.model.describe()} from {len(shards)} shard(s) of {networks} networks")
+    settings = replace(job.settings, n_networks=networks)
+    return nads_of(g, settings, job.model.shape, "cpu", advice=None), networks
+
+
+def _nads_computed(job: NadJob, device, born: str | None, root: str) -> tuple[dict, int, float]:
+    """The NADs computed here, resuming from the chunks a killed job kept; with the seconds
+    a network took, for the readable record's forecast (nadpipe.convergence), which the
+    artifact leaves out: it is the same bytes on any run."""
+    networks = job.settings.n_networks
+    say(f"NADs of {job.model.describe()}: {job.settings} on {device}")
+    kept = _chunks(root, job.arch, job, device)
+    computing = time.perf_counter()
+    build = partial(models.build, job.model)
+    art = compute_nads(
+        build, job.settings, job.model.shape, device, advice=None, born=born, kept=kept
+    )
+    shutil.rmtree(kept, ignore_errors=True)
+    return art, networks, (time.perf_counter() - computing) / networks
 
 
 def _nad_summary(job: NadJob, art: dict) -> dict:

@@ -42,7 +42,8 @@ AHEAD = "{root}/.nadpipe/ahead/{study}/{arch}/{variant}_s{seed}.pt"
 # the checkpoints of batches of cells trained together, named by their cells
 CHECKPOINTS = "{root}/.nadpipe/checkpoints"
 # the last NADs each architecture's job made, hard links (no copy): a failed merge's outputs
-# are deleted by Snakemake, and the run's end puts these back (nadpipe.runner.runs.restore_kept)
+# are deleted by Snakemake, and the run's end puts these back
+# (nadpipe.runner.lifecycle.restore_kept)
 KEPT = "{root}/.nadpipe/kept"
 # the finished chunks of a NAD job's networks, kept until the job ends (a stopped job's rerun
 # computes only the rest), one folder per job, named by what decides them

@@ -955,7 +955,7 @@ SHORT = {"lower": "lower", "higher": "higher", "margin": "margin", "same": "i = 
 
 def verdict_change(both: pd.DataFrame, names: tuple[str, str], study: str, output: str):
     """Per architecture, every cell (i, j) of a D(v1) ⊕ D(v2) study in two runs A and B
-    (nadpipe.runs.cell_pairs): coloured by the change of its learned seeds' mean reliance angle
+    (nadpipe.folders.cell_pairs): coloured by the change of its learned seeds' mean reliance angle
     (B − A, grey where either learned nothing), written with its verdict, "A -> B" and framed
     where it changed."""
     archs = list(dict.fromkeys(both["arch"]))

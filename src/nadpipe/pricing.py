@@ -1,5 +1,5 @@
 """The dry-run price of a plan's jobs: the workflow hands a `Pricer` to the runner
-(nadpipe.runner.Run), which asks it at the end of a dry run and after a run, and imports
+(nadpipe.runner.command.Command), which asks it at the end of a dry run and after a run, and imports
 nothing of the science itself. The plan gives each job's typed job (grid.Plan.job), nadpipe.cost
 prices it, and a model this machine has no record of is measured now (nadpipe.probes)."""
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import runs
+from . import folders
 from .convergence import networks, verdict
 from .estimators import ESTIMATORS
 from .findings import NOT_FIT, TIE_SE
@@ -285,13 +285,13 @@ CALLOUT = (
 
 
 def runs_page(results: str, output: str, most: int = 6) -> None:
-    """The report's page of every results folder beside `results` (nadpipe.runs.side_by_side
+    """The report's page of every results folder beside `results` (nadpipe.folders.side_by_side
     of its parent: the keys that differ, what each found, when, by which version), and, for the
     `most` newest of them that ran a D(v1) ⊕ D(v2) study of this one, its cells against this
-    run's (nadpipe.runs.diff: the cells that changed, and the figure)."""
+    run's (nadpipe.folders.diff: the cells that changed, and the figure)."""
 
     here = Path(results).resolve()
-    found = runs.side_by_side(here.parent)
+    found = folders.side_by_side(here.parent)
     head = ["folder", "made", "nadpipe", "studies", "cells", "keys that differ", "what it found"]
     rows = []
     for r in found:
@@ -315,15 +315,15 @@ def runs_page(results: str, output: str, most: int = 6) -> None:
     others = sorted((r for r in found if r["folder"] != here.name), key=lambda r: r["made"])
     for r in others[::-1][:most]:
         other = here.parent / r["folder"]
-        paired = runs.cell_pairs(here, other)  # read once: the text and the figure
+        paired = folders.cell_pairs(here, other)  # read once: the text and the figure
         if not paired:
             continue
-        lines = runs.diff_text(runs.diff(here, other, paired)).splitlines()
+        lines = folders.diff_text(folders.diff(here, other, paired)).splitlines()
         parts.append(f"<h3>{escape(here.name)}/ -> {escape(r['folder'])}/</h3>")
         parts.append("<pre>" + escape("\n".join(lines[1:])) + "</pre>")
         with tempfile.TemporaryDirectory() as tmp:
             change = os.path.join(tmp, "change.png")
-            for path in runs.diff_figures(here, other, change, paired):
+            for path in folders.diff_figures(here, other, change, paired):
                 data = base64.b64encode(Path(path).read_bytes()).decode()
                 parts.append(f'<img src="data:image/png;base64,{data}" style="max-width:100%">')
     style = TABLE_STYLE + (

@@ -244,6 +244,22 @@ def _read_yaml(path: str, what: str) -> dict:
     return raw
 
 
+def _axes(axes: Sequence[str]) -> dict[str, list]:
+    """The axes the search sweeps, each --axis KEY=V1,V2,... parsed and checked."""
+    parsed: dict[str, list] = {}
+    for text in axes:
+        try:
+            key, values = axis(text)
+        except ValueError as e:
+            raise SearchError(f"--axis {e}") from None
+        if key in parsed:
+            raise SearchError(f"--axis {text!r}: {key} is given twice")
+        parsed[key] = values
+    if not parsed:
+        raise SearchError("say what to search with --axis KEY=V1,V2,... (e.g. sigma=0.25,1,4)")
+    return parsed
+
+
 def prepare(
     configfiles: Sequence[str],
     study: str,
@@ -269,17 +285,7 @@ def prepare(
             f"the search runs the workflow of a checkout, and {SNAKEFILE} does not exist: "
             "install nadpipe from its checkout (pip install -e .) and run it there"
         )
-    parsed: dict[str, list] = {}
-    for text in axes:
-        try:
-            key, values = axis(text)
-        except ValueError as e:
-            raise SearchError(f"--axis {e}") from None
-        if key in parsed:
-            raise SearchError(f"--axis {text!r}: {key} is given twice")
-        parsed[key] = values
-    if not parsed:
-        raise SearchError("say what to search with --axis KEY=V1,V2,... (e.g. sigma=0.25,1,4)")
+    parsed = _axes(axes)
     if rounds < 1:
         raise SearchError(f"--rounds {rounds}: at least 1 (the coarse sweep)")
     if study not in REGISTRY:
@@ -590,35 +596,20 @@ class Outcome:
     stopped: str | None = None  # why the budget stopped it (None: it ran its rounds)
 
 
-def run(search: Search, say: Callable[[str], None]) -> Outcome:
+def sweep(search: Search, say: Callable[[str], None]) -> Outcome:
     """The coarse sweep (or, resumed, the best of the table so far), then rounds of
     refinement around the best protocol so far, until `search.rounds` rounds ran, no untried
     point is left, or the budget cannot pay the next round (its cost planned from the seconds
     a training took so far) or is spent. After each round the table, its markdown and the
     figure are written (search.csv, search.md, search.png): the state a later search resumes
     from (`--resume`), on any machine."""
-
-    tried: dict[Point, int] = {}
-    measured: dict[str, dict] = {}
-    far = {}  # the protocols measured elsewhere (resumed): never run here
     summary = paths.SUMMARY.format(root=search.results, study=search.study)
-    if search.resume:
-        far = resumed(search)
-        tried = {p: r for p, (r, _) in far.items()}
-        measured = {name(p): fit for p, (_, fit) in far.items()}
-        rows = table(tried, measured)
-        best = _point(rows[0], search)
-        points, first = refine(best, list(tried)), max(tried.values()) + 1
-        say(
-            f"resumed from {search.resume}: {len(tried)} protocol(s) measured in rounds 1 to "
-            f"{first - 1}, none trained again; best so far {rows[0]['protocol']} ({said(best)})"
-        )
-    else:
-        rows, points, first = [], coarse(search.axes), 1
+    far, tried, measured, rows, points, first = _start(search, say)
     start = time.monotonic()
     deadline = None if search.budget_minutes is None else start + 60 * search.budget_minutes
     per_training, per_protocol = None, 1  # seconds a training, trainings a protocol: measured
-    for r in range(first, first + search.rounds):
+    last = first + search.rounds - 1
+    for r in range(first, last + 1):
         if not points:
             say(f"round {r}: no untried protocol around the best: the search is done")
             break
@@ -637,7 +628,7 @@ def run(search: Search, say: Callable[[str], None]) -> Outcome:
                 return Outcome(rows, why)
         tried.update({p: r for p in new})
         say(
-            f"round {r} of at most {first + search.rounds - 1}: {len(new)} new protocol(s) "
+            f"round {r} of at most {last}: {len(new)} new protocol(s) "
             f"({'; '.join(said(p) for p in new)}), {len(tried)} in all"
         )
         began = time.monotonic()
@@ -650,32 +641,61 @@ def run(search: Search, say: Callable[[str], None]) -> Outcome:
         if trained:
             per_training = (time.monotonic() - began) / trained
             per_protocol = max(1, round(trained / len(new)))
-        measured.update(fits(summary, search.arch))
-        for p, (se, learned) in noise(summary, search.arch, search.study).items():
-            if p in measured:
-                measured[p] = {**measured[p], "noise": se, "learned": learned}
-        rows = table(tried, measured)
-        write(search, rows, summary)
-        best = rows[0]
-        if not math.isfinite(best["mean_abs_diff"]):
-            raise SearchError(f"round {r}: no protocol has a fit (see {summary})")
-        say(
-            f"round {r}: best so far {best['protocol']} ({said(_point(best, search))}): mean "
-            f"|difference| {best['mean_abs_diff']:.2f} points, largest "
-            f"{best['max_abs_diff']:.2f}, over {best['cells']} cells"
-        )
-        points = refine(_point(best, search), list(tried))
-        edge = edges(_point(best, search), list(tried))
-        if edge:
-            say(
-                f"round {r}: the best lies on the edge of what was tried: {'; '.join(edge)}; "
-                + (
-                    "the next round steps outward"
-                    if r < first + search.rounds - 1 and points
-                    else "a better fit may lie beyond it: search again with values past it"
-                )
-            )
+        rows = _measure(search, r, tried, measured, summary)
+        points = _next(search, r, rows[0], tried, say, r < last)
     return Outcome(rows)
+
+
+def _start(search: Search, say: Callable[[str], None]):
+    """Where a search starts: (protocols measured elsewhere, round of each tried protocol,
+    their fits, the table, the points of the first round, its number)."""
+    if not search.resume:
+        return {}, {}, {}, [], coarse(search.axes), 1
+    far = resumed(search)
+    tried = {p: r for p, (r, _) in far.items()}
+    measured = {name(p): fit for p, (_, fit) in far.items()}
+    rows = table(tried, measured)
+    best = _point(rows[0], search)
+    first = max(tried.values()) + 1
+    say(
+        f"resumed from {search.resume}: {len(tried)} protocol(s) measured in rounds 1 to "
+        f"{first - 1}, none trained again; best so far {rows[0]['protocol']} ({said(best)})"
+    )
+    return far, tried, measured, rows, refine(best, list(tried)), first
+
+
+def _measure(search: Search, r: int, tried: dict, measured: dict, summary: str) -> list[dict]:
+    """Round `r`'s fits and noise read from the summary into `measured`; the table written."""
+    measured.update(fits(summary, search.arch))
+    for p, (se, learned) in noise(summary, search.arch, search.study).items():
+        if p in measured:
+            measured[p] = {**measured[p], "noise": se, "learned": learned}
+    rows = table(tried, measured)
+    write(search, rows, summary)
+    if not math.isfinite(rows[0]["mean_abs_diff"]):
+        raise SearchError(f"round {r}: no protocol has a fit (see {summary})")
+    return rows
+
+
+def _next(search: Search, r: int, best: dict, tried: dict, say, more: bool) -> list[Point]:
+    """Say round `r`'s best; the points of the next round around it (`more`: one follows)."""
+    say(
+        f"round {r}: best so far {best['protocol']} ({said(_point(best, search))}): mean "
+        f"|difference| {best['mean_abs_diff']:.2f} points, largest "
+        f"{best['max_abs_diff']:.2f}, over {best['cells']} cells"
+    )
+    points = refine(_point(best, search), list(tried))
+    edge = edges(_point(best, search), list(tried))
+    if edge:
+        say(
+            f"round {r}: the best lies on the edge of what was tried: {'; '.join(edge)}; "
+            + (
+                "the next round steps outward"
+                if more and points
+                else "a better fit may lie beyond it: search again with values past it"
+            )
+        )
+    return points
 
 
 def _point(row: dict, search: Search) -> Point:

@@ -11,7 +11,8 @@ from nadpipe import io as nio
 from nadpipe import paths as npath
 from nadpipe.jobtable import start_server
 from nadpipe.pricing import Pricer
-from nadpipe.runner import Run, refusals, surface
+from nadpipe.runner import surface
+from nadpipe.runner.command import Command, refusals
 from nadpipe.settings import plain
 from nadpipe.studies import REGISTRY, variant_pattern
 
@@ -29,7 +30,7 @@ with refusals():  # said in nadpipe's words, without Snakemake's traceback lines
     PLAN = ng.Plan(CFG, R)
     # the run machinery (nadpipe.runner): while Snakemake parses it only reads and plans (the GPU
     # slot pool, how many cells train together); it starts with the jobs (the Snakefile's onstart)
-    RUN = Run(workflow, CFG, PLAN, R, WARNINGS, Pricer(PLAN), start_server)
+    RUN = Command(workflow, CFG, PLAN, R, WARNINGS, Pricer(PLAN), start_server)
 
 
 def path(template, **fixed):

@@ -16,8 +16,8 @@ from ..log import set_verbosity
 from .common import Refused
 from .compare import VERSUS, cmd_compare, cmd_versus, compare_arguments, versus_arguments
 from .doctor import cmd_config, cmd_doctor, doctor_arguments
+from .folders import cmd_diff, cmd_runs, diff_arguments, runs_arguments
 from .nads import cmd_nads, cmd_plot_nads, nads_arguments, plot_nads_arguments
-from .runs import cmd_diff, cmd_runs, diff_arguments, runs_arguments
 from .search import SEARCH, cmd_search, search_arguments
 
 EXAMPLES = {

@@ -8,6 +8,7 @@ import math
 import shlex
 import sys
 
+from .. import search as ns
 from ..log import say
 from .common import Refused, program_here, without_option
 
@@ -30,9 +31,6 @@ def _ties(rows: list[dict]) -> str:
 
 
 def cmd_search(args) -> int:
-    # deferred: it loads yaml, which importing the cli does not
-    from .. import search as ns
-
     try:
         extra = shlex.split(args.snakemake)
     except ValueError as e:
@@ -61,24 +59,9 @@ def cmd_search(args) -> int:
     except ns.SearchError as e:
         raise Refused(str(e)) from None
     if args.dry_run:
-        try:
-            jobs, cost = ns.plan(s)
-        except ns.SearchError as e:
-            print(f"nadpipe search: {e}", file=sys.stderr)
-            return 1
-        n = len(ns.coarse(s.axes))
-        counts = ", ".join(f"{rule} {count}" for rule, count in jobs.items()) or "nothing"
-        print(
-            f"round 1 would run {sum(jobs.values())} jobs ({counts}) for {n} protocol(s): "
-            f"{'; '.join(ns.said(p) for p in ns.coarse(s.axes))}\n"
-            f"each later round: at most {2 * len(s.axes)} protocol(s) (two midpoints per numeric "
-            f"key, or one and a step outward where the best is the smallest or largest tried), "
-            f"{jobs.get('train', 0) // n} train job(s) each"
-            + (f"\nround 1: {cost}" if cost else "")
-        )
-        return 0
+        return _dry_run(s)
     try:
-        outcome = ns.run(s, say)
+        outcome = ns.sweep(s, say)
     except ns.SearchError as e:
         print(f"nadpipe search: {e}", file=sys.stderr)
         return 1
@@ -97,6 +80,31 @@ def cmd_search(args) -> int:
             f"stopped at its budget: {outcome.stopped}. The table of what was measured is "
             f"{s.out}/search.csv; go on, here or on another machine, with: {line}"
         )
+    _say_best(s, rows)
+    return 0
+
+
+def _dry_run(s) -> int:
+    """What round 1 of the search `s` would run, and what each later round may."""
+    try:
+        jobs, cost = ns.plan(s)
+    except ns.SearchError as e:
+        print(f"nadpipe search: {e}", file=sys.stderr)
+        return 1
+    n = len(ns.coarse(s.axes))
+    counts = ", ".join(f"{rule} {count}" for rule, count in jobs.items()) or "nothing"
+    print(
+        f"round 1 would run {sum(jobs.values())} jobs ({counts}) for {n} protocol(s): "
+        f"{'; '.join(ns.said(p) for p in ns.coarse(s.axes))}\n"
+        f"each later round: at most {2 * len(s.axes)} protocol(s) (two midpoints per numeric "
+        f"key, or one and a step outward where the best is the smallest or largest tried), "
+        f"{jobs.get('train', 0) // n} train job(s) each" + (f"\nround 1: {cost}" if cost else "")
+    )
+    return 0
+
+
+def _say_best(s, rows: list[dict]) -> None:
+    """The table, the best protocol as a config entry, and where the rest lies."""
     best = rows[0]
     point = tuple((k, best[k]) for k in sorted(s.axes))
     entry = json.dumps({best["protocol"]: ns.protocol(point)})
@@ -111,7 +119,6 @@ def cmd_search(args) -> int:
         f"the table, the figure, the config: {s.out}/ (search.md, search.png, search.yaml)\n"
         f"every protocol's figures and report: {shlex.join(s.command('--cores', s.cores))}"
     )
-    return 0
 
 
 def search_arguments(c: argparse.ArgumentParser) -> None:

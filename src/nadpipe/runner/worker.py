@@ -1,7 +1,7 @@
 """A warm Python for the workflow's jobs on this machine.
 
 Importing torch takes about 2 s; in a study of many small models that is about half of all job
-time. A run that executes jobs therefore starts one server (Run.start, at Snakemake's onstart),
+time. A run that executes jobs therefore starts one server (Command.start, at Snakemake's onstart),
 and each job script hands its call to it: the server forks a child per job (a copy of the warm
 process, nothing shared at run time), which takes the script's working directory and
 environment, runs the job under its log and returns the result. Before it forks the first job of

@@ -1,4 +1,4 @@
-"""The start and the end of a workflow run, for nadpipe.runner.Run.
+"""The start and the end of a workflow run, for nadpipe.runner.command.Command.
 
 One run at a time per results folder: a run holds its folder's run lock (nadpipe.paths.RUN_LOCK,
 flock) from Snakemake's onstart to its end, and every other Snakemake command of a config with

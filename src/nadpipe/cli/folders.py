@@ -6,15 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import runs
+from .. import folders
 from .common import AS_JSON, Refused
 
 
 def cmd_runs(args) -> int:
     if not Path(args.directory).is_dir():
         raise Refused(f"{args.directory} is no directory")
-    found = runs.side_by_side(args.directory)
-    print(json.dumps(found, default=str) if args.json else runs.text(found))
+    found = folders.side_by_side(args.directory)
+    print(json.dumps(found, default=str) if args.json else folders.text(found))
     return 0
 
 
@@ -22,11 +22,11 @@ def cmd_diff(args) -> int:
     for folder in (args.a, args.b):
         if not (Path(folder) / "config.yaml").is_file():
             raise Refused(f"{folder} is no results folder (it has no config.yaml)")
-    paired = runs.cell_pairs(args.a, args.b)  # read once: the text and the figure
-    found = runs.diff(args.a, args.b, paired)
+    paired = folders.cell_pairs(args.a, args.b)  # read once: the text and the figure
+    found = folders.diff(args.a, args.b, paired)
     if args.figure:
-        found["figures"] = runs.diff_figures(args.a, args.b, args.figure, paired)
-    print(json.dumps(found, default=str) if args.json else runs.diff_text(found))
+        found["figures"] = folders.diff_figures(args.a, args.b, args.figure, paired)
+    print(json.dumps(found, default=str) if args.json else folders.diff_text(found))
     return 0
 
 
