@@ -10,7 +10,7 @@ import pytest
 import torch
 from matplotlib.colors import LogNorm
 
-from nadpipe import plots
+from nadpipe import plots, plots_nads
 from nadpipe.nads import compute_nads
 from nadpipe.settings import NadSettings, Shape
 
@@ -183,12 +183,12 @@ def test_nad_figure_stamps_an_unconverged_estimate_and_names_a_flat_spectrum(tmp
     art = compute_nads(
         TenAboveThirty, NadSettings("gradient", n_networks=40), Shape(1, 32, 32), progress=False
     )
-    verdict, fig = plots.nad_figure(art, "model", str(tmp_path / "n.png"), min_overlap=0.5)
+    verdict, fig = plots_nads.nad_figure(art, "model", str(tmp_path / "n.png"), min_overlap=0.5)
     assert verdict.startswith("WARNING: NADs of model: split-half top-10 overlap")
     assert "raise nads.n_networks (now 40)" in verdict and "anisotropy 3.19" in verdict
     stamp = [t.get_text() for t in fig.texts]
     assert any(t.startswith("not converged: top-10 overlap") for t in stamp)
-    verdict, fig = plots.nad_figure(art, "model", str(tmp_path / "n.png"), 0.0)
+    verdict, fig = plots_nads.nad_figure(art, "model", str(tmp_path / "n.png"), 0.0)
     assert not verdict.startswith("WARNING")
     assert not any("converged" in t.get_text() for t in fig.texts)
     assert mpimg.imread(tmp_path / "n.png").shape[0] > 600
@@ -206,18 +206,18 @@ def test_nad_figure_stamps_an_unconverged_estimate_and_names_a_flat_spectrum(tmp
     logreg = lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 1))  # noqa: E731
     settings = NadSettings("gradient", n_networks=1100)
     flat = compute_nads(logreg, settings, Shape(1, 32, 32), progress=False)
-    verdict, fig = plots.nad_figure(flat, "logreg", str(tmp_path / "f.png"), min_overlap=0.5)
+    verdict, fig = plots_nads.nad_figure(flat, "logreg", str(tmp_path / "f.png"), min_overlap=0.5)
     assert re.match(r"NADs of logreg: nearly isotropic: its top eigenvalue is 0\.9\d x", verdict)
     assert not any("converged" in t.get_text() for t in fig.texts)
     # from fewer networks than coordinates a flat spectrum cannot be told from an unresolved one
     few = compute_nads(logreg, NadSettings("gradient", n_networks=40), Shape(1, 32, 32),
                        progress=False)  # fmt: skip
-    verdict, _ = plots.nad_figure(few, "logreg", str(tmp_path / "g.png"), min_overlap=0.5)
+    verdict, _ = plots_nads.nad_figure(few, "logreg", str(tmp_path / "g.png"), min_overlap=0.5)
     assert verdict.startswith("WARNING") and "a flat spectrum cannot be told" in verdict
     # too few networks for any overlap: convergence unknown, said on the figure and the verdict
     few = compute_nads(TenAboveThirty, NadSettings("gradient", n_networks=4), Shape(1, 32, 32),
                        progress=False)  # fmt: skip
-    verdict, fig = plots.nad_figure(few, "model", str(tmp_path / "f.png"), 0.5)
+    verdict, fig = plots_nads.nad_figure(few, "model", str(tmp_path / "f.png"), 0.5)
     assert verdict.startswith("WARNING") and "convergence unknown" in verdict
     assert any("convergence unknown" in t.get_text() for t in fig.texts)
     assert math.isnan(few["split_half"]["overlap"][10])
@@ -226,7 +226,7 @@ def test_nad_figure_stamps_an_unconverged_estimate_and_names_a_flat_spectrum(tmp
 def test_a_basis_without_a_spectrum_leaves_no_blank_space(tmp_path):
     basis = torch.linalg.qr(torch.randn(1024, 1024, generator=torch.Generator().manual_seed(1)))[0]
     art = {"vectors": basis.T[:20], "eigenvalues": None, "shape": [1, 32, 32], "file": "b.npy"}
-    _, fig = plots.nad_figure(art, "b", str(tmp_path / "b.png"), 0.5)
+    _, fig = plots_nads.nad_figure(art, "b", str(tmp_path / "b.png"), 0.5)
     img = mpimg.imread(tmp_path / "b.png")
     bottom = img[int(0.75 * img.shape[0]) :, :, :3]
     assert bottom.std() > 0.05  # the last row of panels reaches the bottom (820f241: blank)
@@ -237,12 +237,12 @@ def test_doing_what_the_nad_warning_says_makes_it_go_away(tmp_path):
     art = compute_nads(
         TenAboveThirty, NadSettings("gradient", n_networks=40), shape, progress=False
     )
-    verdict, _ = plots.nad_figure(art, "model", str(tmp_path / "a.png"), min_overlap=0.5)
+    verdict, _ = plots_nads.nad_figure(art, "model", str(tmp_path / "a.png"), min_overlap=0.5)
     assert verdict.startswith("WARNING") and "raise nads.n_networks (now 40)" in verdict
     more = compute_nads(
         TenAboveThirty, NadSettings("gradient", n_networks=400), shape, progress=False
     )
-    verdict, fig = plots.nad_figure(more, "model", str(tmp_path / "b.png"), min_overlap=0.5)
+    verdict, fig = plots_nads.nad_figure(more, "model", str(tmp_path / "b.png"), min_overlap=0.5)
     assert not verdict.startswith("WARNING")
     assert not any("converged" in t.get_text() for t in fig.texts)
 

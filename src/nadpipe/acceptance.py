@@ -379,8 +379,6 @@ def _resume_jobs(n_train: int) -> list:
 
 def _kill_after_third_epoch(proc: subprocess.Popen, checkpoint: Path) -> None:
     """SIGKILL a training once its checkpoint says three epochs are done."""
-    from .io import load_torch
-
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         try:  # the checkpoint itself: atomic_write's temporary files have other names
@@ -426,7 +424,7 @@ def _bench(root: Path, script: str, *args: str) -> str:
     return res.stdout.strip()
 
 
-def run(scratch: Path, say=print) -> int:
+def gpu_window(scratch: Path, say=print) -> int:
     """Run every step on this machine's GPU; print the table for docs/speed.md. 0 when every
     step passed, 1 otherwise."""
     # deferred: it loads torch, which importing acceptance does not

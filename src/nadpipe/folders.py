@@ -51,10 +51,10 @@ def describe(folder: Path) -> dict:
     """One results folder: its config (dotted, the keys of the studies it left off dropped:
     `relevant`), studies, architectures, cells, findings, the newest summary's time and the
     nadpipe versions that made its cells."""
-    # deferred: it loads pandas, which importing runs does not
+    # deferred: it loads pandas, which importing folders does not
     import pandas as pd
 
-    # deferred: it loads yaml, which importing runs does not
+    # deferred: it loads yaml, which importing folders does not
     import yaml
 
     config = relevant(flat(yaml.safe_load((folder / "config.yaml").read_text()) or {}))
@@ -129,7 +129,7 @@ def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
     """Two results folders: the config keys that differ (A's value, B's), per study both ran
     its findings in each, and per cell of a D(v1) ⊕ D(v2) study whose verdict or reliance
     angles changed, both (`cell_pairs`; `paired`: those, when read already)."""
-    # deferred: it loads pandas, which importing runs does not
+    # deferred: it loads pandas, which importing folders does not
     from .findings import TIE_SE
 
     one, two = describe(Path(a)), describe(Path(b))
@@ -178,10 +178,10 @@ def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
 def cell_pairs(a: str | Path, b: str | Path) -> dict:
     """Per D(v1) ⊕ D(v2) study both folders ran: every cell both have, its verdict and angles
     in A (columns ending _a) and in B (_b), from nadpipe.findings.cell_verdicts."""
-    # deferred: it loads pandas, which importing runs does not
+    # deferred: it loads pandas, which importing folders does not
     import pandas as pd
 
-    # deferred: it loads pandas, which importing runs does not
+    # deferred: it loads pandas, which importing folders does not
     from .findings import cell_verdicts
 
     out = {}
@@ -201,11 +201,12 @@ def cell_pairs(a: str | Path, b: str | Path) -> dict:
 def diff_figures(
     a: str | Path, b: str | Path, output: str, paired: dict | None = None
 ) -> list[str]:
-    """The figure of each D(v1) ⊕ D(v2) study both folders ran (nadpipe.plots.verdict_change;
-    `paired`: their `cell_pairs`, when read already): the first at `output`, any other at
-    `output` with its study's name before the suffix. The files written."""
-    # deferred: it loads matplotlib, which importing runs does not
-    from .plots import verdict_change
+    """The figure of each D(v1) ⊕ D(v2) study both folders ran
+    (nadpipe.plots_compare.verdict_change; `paired`: their `cell_pairs`, when read already):
+    the first at `output`, any other at `output` with its study's name before the suffix. The
+    files written."""
+    # deferred: it loads matplotlib, which importing folders does not
+    from .plots_compare import verdict_change
 
     written = []
     paired = cell_pairs(a, b) if paired is None else paired

@@ -154,7 +154,7 @@ class Plan:
                 out.update(self.cfg.nad_source(a) for a in self.cfg.studies[study].architectures)
         return sorted(out)
 
-    def grouped(self) -> list[str]:
+    def seed_ensembles(self) -> list[str]:
         """Enabled studies whose seeds train together (group_seeds)."""
         return [s for s in self.cfg.enabled() if self.cfg.studies[s].group_seeds]
 
@@ -199,7 +199,7 @@ class Plan:
             return self.nad_shard_job(w["arch"], int(w["first"]), int(w["stop"]))
         if rule == "evaluate":
             return self.eval_job(w["study"], w["arch"], w["variant"], int(w["seed"]))
-        seeds = {"train": None, **{self.seed_rule(s): s for s in self.grouped()}}
+        seeds = {"train": None, **{self.seed_rule(s): s for s in self.seed_ensembles()}}
         if rule not in seeds:
             return None
         study = seeds[rule] or w["study"]
@@ -297,7 +297,7 @@ class Plan:
         batches."""
         out = []
         for study in self.cfg.enabled():
-            if study in self.grouped():
+            if study in self.seed_ensembles():
                 continue
             for c in self.cells(study):
                 path = c.path(MODEL, self.root)

@@ -20,7 +20,7 @@ from . import models, row
 from . import shards as nad_shards
 from .backend import Backend, facts, on_cpu, setup
 from .bases import read_nad_file
-from .batching import cell_key
+from .batching import cell_key, spec_key
 from .data import checksum
 from .evaluate import MEASURES, Context, accuracy_and_loss, evaluate_conditions
 from .findings import DIVERGED, FIT, NOT_FIT, at_chance
@@ -459,8 +459,6 @@ def _train(
     """Train `members` (cells' seeds that share a model and a protocol) as one ensemble; say each
     one's final loss and accuracies; return each one's weights (on the CPU) and record.
     `keep_going`: a diverging member is recorded, whatever train.fail_on_divergence says."""
-    from .batching import cell_key, spec_key
-
     first = members[0].job
     settings = replace(first.train, fail_on_divergence=False) if keep_going else first.train
     splits, _ = _build_data(

@@ -80,7 +80,7 @@ def plot() -> Callable:
 
 def plot_nads() -> Callable:
     # deferred: it loads matplotlib, which importing jobtable does not
-    from .plots import nad_figure_job
+    from .plots_nads import nad_figure_job
 
     return nad_figure_job
 

@@ -5,6 +5,7 @@ drawn as numbers."""
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
-import importlib
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -20,11 +20,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
-from .convergence import networks
-from .convergence import verdict as convergence
 from .findings import DIVERGED, FIT, NOT_FIT, cell_verdicts, outcome, outcomes  # noqa: E402
-from .io import atomic_write, load_parquet, load_torch, read_artifact  # noqa: E402
-from .log import warn
+from .io import atomic_write, load_parquet, read_artifact  # noqa: E402
 from .settings import DEFAULT_SHAPE
 from .studies import REGISTRY
 
@@ -37,14 +34,14 @@ PANELS = {
 }
 
 
-def _save(fig, output: str):
+def save_figure(fig, output: str):
     """Write the figure and return it (closed: its artists stay readable, e.g. by tests)."""
     atomic_write(output, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
     return fig
 
 
-def _no_axes(ax) -> None:
+def no_axes(ax) -> None:
     """An image panel without axes. Its ticks are removed first: matplotlib still places the
     ticks of an axis turned off when it lays the figure out (a third of the NAD figure's time,
     the same pixels)."""
@@ -220,7 +217,7 @@ def pair_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     fig.colorbar(im, ax=axes, label="test accuracy (%)", shrink=0.9)
     fig.suptitle(_pair_title(df, arch, "test accuracy"))
     _legend_note(fig, marks)
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def reliance_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
@@ -256,7 +253,7 @@ def reliance_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     fig.suptitle(_pair_title(df, arch, "channel reliance and margins"))
     either = (not_found["v1"] | not_found["v2"].reindex_like(not_found["v1"])).fillna(False)
     _legend_note(fig, [*marks, Mark(either.astype(bool), NOT_FOUND[0], label, hatch=NOT_FOUND[1])])
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
@@ -315,7 +312,7 @@ def complexity_heatmaps(df: pd.DataFrame, arch: str, output: str) -> None:
     fig.suptitle(_pair_title(df, arch, "complexity of the learned predictor"))
     extra = [Mark(grids["random"].isna(), "dimgrey", na)] if no_relu else []
     _legend_note(fig, [*marks, zeros, *extra])
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None:
@@ -339,7 +336,7 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
             ax = axes[r][c]
             s = by_pair.get((i, j))
             if s is None:
-                _no_axes(ax)
+                no_axes(ax)
                 continue
             ax.set_title(f"i={i}, j={j}", fontsize=9)
             f = s["values"][0]  # (R, R): rows along v2 (b), columns along v1 (a)
@@ -390,7 +387,7 @@ def cross_section_grid(sections: Sequence[dict], arch: str, output: str) -> None
         "a vertical boundary = uses channel 1, a horizontal one = channel 2",
         fontsize=9,
     )
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 # -- the per-model studies --------------------------------------------------------------------
@@ -488,7 +485,7 @@ def single_direction_figure(df: pd.DataFrame, arch: str, output: str) -> None:
         f"Spearman ρ(k, accuracy) = {rho:.2f}",
         fontsize=10,
     )
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def _cell(grid: pd.DataFrame) -> tuple[float, float]:
@@ -566,7 +563,7 @@ def fourier_figure(df: pd.DataFrame, arch: str, output: str) -> None:
         f"{test['seed'].nunique()} seed(s)",  # two lines: one is wider than the figure
         fontsize=9,
     )
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 CIFAR_LINES = {
@@ -599,7 +596,7 @@ def cifar_nad_figure(df: pd.DataFrame, arch: str, output: str) -> None:
         f"{arch}: binary CIFAR-10 ⊕ D(NAD k), ε = {_value(test, 'eps')}, "
         f"σ = {_value(test, 'sigma')}; {test['seed'].nunique()} seed(s)"
     )
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def poison_figure(df: pd.DataFrame, arch: str, output: str) -> None:
@@ -618,7 +615,7 @@ def poison_figure(df: pd.DataFrame, arch: str, output: str) -> None:
         f"{arch}: CIFAR-10 poisoned along NADs (carrier ε = {_value(df, 'eps')}), "
         f"{df['seed'].nunique()} seed(s)"
     )
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def flip_figure(df: pd.DataFrame, arch: str, output: str) -> None:
@@ -633,7 +630,7 @@ def flip_figure(df: pd.DataFrame, arch: str, output: str) -> None:
     ax.set_xticks(range(len(names)), ["original", "flipped (NAD k ↔ d−1−k)"])
     ax.set_ylabel("test accuracy (%)")
     fig.suptitle(f"{arch}: CIFAR-10 in the NAD basis, reversed; {test['seed'].nunique()} seed(s)")
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
@@ -690,7 +687,7 @@ def nad_bands_figure(df: pd.DataFrame, arch: str, output: str) -> None:
         f"removed (without) or alone kept (only); {test['seed'].nunique()} seed(s), no retraining",
         fontsize=9,
     )
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 FIGURES = {
@@ -726,267 +723,3 @@ def draw(
     else:
         data = load_parquet(inputs[0])
     draw_it(data, arch, output)
-
-
-# -- NADs -------------------------------------------------------------------------------------
-
-
-def _image(v: np.ndarray) -> tuple[np.ndarray, dict]:
-    """An image of a NAD (C, H, W) scaled by its largest |value| to [-1, 1]: one channel on a
-    diverging scale, colour NADs as RGB (grey = 0)."""
-    v = v / (np.abs(v).max() or 1.0)
-    if v.shape[0] == 1:
-        return v[0], {"cmap": "BrBG", "vmin": -1, "vmax": 1}
-    return np.moveaxis(v[:3] / 2 + 0.5, 0, -1), {}
-
-
-def _spectrum(ax, art: dict, shape: tuple) -> str:
-    """The eigenvalues up to the covariance's rank (those past it are rounding noise, spanning
-    many decades), and the largest eigenvalue an isotropic covariance from as many networks
-    shows; returns the panel's title."""
-
-    ev = art["eigenvalues"].numpy()
-    s = art["settings"]
-    rank = min(len(ev), networks(art) * s["n_points"] - 1)
-    ax.semilogy(np.arange(rank), np.clip(ev[:rank], 1e-300, None), label="eigenvalue")
-    iso = art.get("isotropy")
-    if iso:
-        mean = ev[0] / iso["top_over_mean"]
-        ax.axhline(
-            mean * iso["isotropic_edge"],
-            color="grey",
-            linestyle=":",
-            label="largest eigenvalue of an isotropic covariance from as many networks",
-        )
-    if rank < int(np.prod(shape)):
-        ax.axvline(
-            rank, color="red", linestyle="--", label=f"rank {rank}: NADs from here on are arbitrary"
-        )
-        ax.set_xlim(0, len(ev))
-    ax.set_xlabel("NAD index")
-    ax.set_ylabel("eigenvalue (log scale)")
-    ax.legend(fontsize=8, loc="upper right")
-    sh = art["split_half"]
-    overlaps = ", ".join(
-        f"k={k}: {v:.2f}" if math.isfinite(v) else f"k={k}: n/a (rank)"
-        for k, v in sh["overlap"].items()
-    )
-    title = f"spectrum; split-half overlap ({sh['halves'][0]} vs {sh['halves'][1]} nets) {overlaps}"
-    if iso:
-        title += f"; anisotropy {iso['anisotropy']:.2f} (isotropic ≈ 1)"
-    return title
-
-
-def _nad_panels(fig, grid, vecs: np.ndarray, power: np.ndarray, rows: int) -> None:
-    """Each NAD over its Fourier power (one shared log scale), 8 to a row of `grid`; for colour
-    NADs, NAD 0's channels side by side in the last row."""
-    shape = vecs.shape[1:]
-    colour = shape[0] > 1
-    n = len(vecs)
-    top = float(power.max()) or 1.0
-    shared = LogNorm(top * 1e-3, top)  # one scale for every panel, three decades
-    for k in range(n):
-        r, c = 2 * (k // 8), k % 8
-        ax = fig.add_subplot(grid[r, c])
-        img, kw = _image(vecs[k])
-        nad_im = ax.imshow(img, **kw)
-        ax.set_title(f"NAD {k}" + (" (RGB)" if colour else ""), fontsize=9)
-        _no_axes(ax)
-        ax = fig.add_subplot(grid[r + 1, c])
-        power_im = ax.imshow(np.maximum(power[k], top * 1e-3), cmap="magma", norm=shared)
-        ax.set_title("|FFT|², zero freq. centred", fontsize=7)
-        _no_axes(ax)
-    if not colour:
-        fig.colorbar(nad_im, cax=fig.add_subplot(grid[0, 8]), label="NAD / its max |value|")
-    fig.colorbar(power_im, cax=fig.add_subplot(grid[1, 8]), label="share of its energy (log)")
-    if colour:  # the channels of NAD 0 side by side
-        v0 = vecs[0] / (np.abs(vecs[0]).max() or 1.0)
-        for ch in range(min(shape[0], 8)):
-            ax = fig.add_subplot(grid[rows - 1, ch])
-            ch_im = ax.imshow(v0[ch], cmap="BrBG", vmin=-1, vmax=1)
-            ax.set_title(f"NAD 0, channel {ch}", fontsize=8)
-            _no_axes(ax)
-        fig.colorbar(ch_im, cax=fig.add_subplot(grid[rows - 1, 8]), label="/ max |value|")
-
-
-def nad_figure(art: dict, arch: str, output: str, min_overlap: float, raise_networks: str = ""):
-    """The first 16 NADs (colour NADs as RGB images and their channels) and their Fourier power
-    on shared, labelled scales, the eigenvalue spectrum and the split-half overlaps; a "not
-    converged" stamp on the figure when the NADs are not converged (nadpipe.nads.verdict).
-    `raise_networks` is how the caller says to use more networks. Returns (a one-line verdict,
-    the figure); the verdict starts with "WARNING: " when it is worth one."""
-
-    shape = tuple(art.get("shape") or (1, 32, 32))
-    n = min(16, len(art["vectors"]))
-    vecs = art["vectors"][:n].reshape(n, *shape).numpy()
-    power = np.abs(np.fft.fftshift(np.fft.fft2(vecs), axes=(-2, -1))) ** 2
-    power = power.sum(1)  # (n, H, W): summed over channels
-    power /= power.sum((1, 2), keepdims=True)  # each NAD's share of its energy per frequency
-    colour = shape[0] > 1
-    spectrum = art.get("eigenvalues") is not None
-    rows = 2 * math.ceil(n / 8) + (1 if colour else 0)
-    fig = plt.figure(figsize=(17, 2.1 * rows + (3.6 if spectrum else 0.8)), constrained_layout=True)
-    grid = fig.add_gridspec(
-        rows + spectrum,
-        9,
-        width_ratios=[1] * 8 + [0.12],
-        height_ratios=[1] * rows + ([1.8] if spectrum else []),
-    )
-    _nad_panels(fig, grid, vecs, power, rows)
-    dims = "x".join(map(str, shape))
-    if not spectrum:
-        fig.suptitle(f"{arch}: NADs read from {art.get('file')} (inputs {dims})")
-        return f"NADs of {arch} (read from a file: no spectrum)", _save(fig, output)
-    s = art["settings"]
-    ax = fig.add_subplot(grid[rows, :8])
-    ax.set_title(_spectrum(ax, art, shape), fontsize=9)
-    raise_networks = raise_networks or f"raise nads.n_networks (now {networks(art)})"
-    kind, text = convergence(art, min_overlap, raise_networks)
-    fig.suptitle(
-        f"{arch}: NADs ({s['estimator']}, step {s['step']}, {networks(art)} networks, "
-        f"{s['n_points']} point(s), inputs {dims})"
-    )
-    if kind in ("not converged", "unknown"):
-        top10 = art["split_half"]["overlap"].get(10, float("nan"))
-        stamp = (
-            f"not converged: top-10 overlap {top10:.2f} < {min_overlap}"
-            if kind == "not converged"
-            else "convergence unknown: too few networks"
-        )
-        fig.text(
-            0.5,
-            0.5,
-            stamp,
-            ha="center",
-            va="center",
-            fontsize=22,
-            color="red",
-            alpha=0.55,
-            rotation=12,
-            weight="bold",
-        )
-        return f"WARNING: NADs of {arch}: {text}", _save(fig, output)
-    return f"NADs of {arch}: {text}", _save(fig, output)
-
-
-def nad_figure_job(artifact: str, arch: str, output: str, min_overlap: float) -> str:
-    """The NAD figure of the artifact at `artifact`; a warning in the job log when the NADs
-    are not converged (repeated at the end of the run)."""
-
-    verdict, _ = nad_figure(load_torch(artifact), arch, output, min_overlap)
-    if verdict.startswith("WARNING: "):
-        warn(verdict.removeprefix("WARNING: "))
-    return verdict
-
-
-def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: str, output: str):
-    """The protocol search (nadpipe.search): left, each protocol's mean |difference| from the
-    published table (against the searched key when one numeric key varies, else one bar per
-    protocol), its round written beside it; right, the best protocol's cells against the
-    published ones."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), constrained_layout=True)
-    fitted = table[np.isfinite(table["mean_abs_diff"].astype(float))]
-    varying = [k for k in keys if table[k].nunique() > 1]
-    numeric = len(varying) == 1 and all(
-        isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in table[varying[0]]
-    )
-    if numeric:
-        key = varying[0]
-        line = fitted.sort_values(key)
-        left.plot(line[key], line["mean_abs_diff"], "o-", label="mean |difference|")
-        left.plot(line[key], line["max_abs_diff"], "v:", color="grey", label="largest")
-        for _, row in fitted.iterrows():
-            left.annotate(
-                f"r{row['round']}",
-                (row[key], row["mean_abs_diff"]),
-                textcoords="offset points",
-                xytext=(4, 4),
-                fontsize=7,
-            )
-        best = fitted.iloc[0]
-        left.plot([best[key]], [best["mean_abs_diff"]], "*", ms=14, color="C3", label="best")
-        left.set_xscale("log")
-        values = sorted(fitted[key].unique())
-        left.set_xticks(values, [f"{v:g}" for v in values])
-        left.minorticks_off()
-        left.set_xlabel(key)
-        left.legend(fontsize=8)
-    else:
-        ordered = fitted.iloc[::-1]
-        left.barh(ordered["protocol"], ordered["mean_abs_diff"], color="C0")
-        left.set_xlabel("mean |difference| (points)")
-        for y, (_, row) in enumerate(ordered.iterrows()):
-            left.annotate(
-                f"r{row['round']}",
-                (row["mean_abs_diff"], y),
-                xytext=(3, -3),
-                textcoords="offset points",
-                fontsize=7,
-            )
-    if numeric:
-        left.set_ylabel("|difference| from the published table (points)")
-    left.set_title(f"{len(fitted)} protocols in {table['round'].max()} rounds", fontsize=10)
-    best = fitted.iloc[0] if len(fitted) else None
-    if best is not None:
-        df = load_parquet(summary)
-        rows = df[(df["arch"] == arch) & (df["protocol"] == best["protocol"])]
-        test = rows[(rows["split"] == "test") & rows["reference_accuracy"].notna()]
-        test = test[test["condition"] == test["condition"].iloc[0]] if len(test) else test
-        cells = test.groupby("variant")[["accuracy", "reference_accuracy"]].mean() * 100
-        right.plot([50, 100], [50, 100], "k:", linewidth=0.8, label="equal")
-        right.plot(cells["reference_accuracy"], cells["accuracy"], "o", label="a cell")
-        right.set_xlabel("published test accuracy (%)")
-        right.set_ylabel("nadpipe's test accuracy (%)")
-        right.legend(fontsize=8)
-        right.set_title(
-            f"best: {best['protocol']}\n|Δ| mean {best['mean_abs_diff']:.1f}, max "
-            f"{best['max_abs_diff']:.1f} points ({int(best['cells'])} cells)",
-            fontsize=9,
-        )
-    fig.suptitle(f"{arch}: the protocol search against the published table", fontsize=11)
-    return _save(fig, output)
-
-
-# -- two runs' cells side by side (nadpipe diff) ----------------------------------------------
-
-SHORT = {"lower": "lower", "higher": "higher", "margin": "margin", "same": "i = j",
-         "edge": "edge", "tied": "tied", "not learned": "none"}  # fmt: skip
-
-
-def verdict_change(both: pd.DataFrame, names: tuple[str, str], study: str, output: str):
-    """Per architecture, every cell (i, j) of a D(v1) ⊕ D(v2) study in two runs A and B
-    (nadpipe.folders.cell_pairs): coloured by the change of its learned seeds' mean reliance angle
-    (B − A, grey where either learned nothing), written with its verdict, "A -> B" and framed
-    where it changed."""
-    archs = list(dict.fromkeys(both["arch"]))
-    fig, axes = plt.subplots(
-        1, len(archs), figsize=(5.2 * len(archs) + 1, 4.8), constrained_layout=True, squeeze=False
-    )
-    im = None
-    for ax, arch in zip(axes[0], archs, strict=True):
-        part = both[both["arch"] == arch].assign(
-            change=lambda d: d["reliance_mean_b"] - d["reliance_mean_a"]
-        )
-        grid = part.pivot_table(index="nad_i", columns="nad_j", values="change", dropna=False)
-        im = ax.imshow(grid.to_numpy(float), origin="lower", cmap="RdBu_r", vmin=-90, vmax=90)
-        ax.set_facecolor("0.85")
-        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
-        ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
-        ax.set(xlabel=AXIS_J, ylabel=AXIS_I, title=arch)
-        rows, cols = list(grid.index), list(grid.columns)
-        for r in part.itertuples():
-            y, x = rows.index(r.nad_i), cols.index(r.nad_j)
-            moved = r.verdict_a != r.verdict_b
-            said = f"{SHORT[r.verdict_a]}\n→ {SHORT[r.verdict_b]}" if moved else SHORT[r.verdict_a]
-            change = f"\n{r.change:+.0f}°" if abs(r.change) >= 0.5 else ""  # NaN: no change
-            ax.text(x, y, said + change, ha="center", va="center", fontsize=8,
-                    fontweight="bold" if moved else "normal")  # fmt: skip
-            if moved:
-                ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=2.5,
-                                           edgecolor="black"))  # fmt: skip
-    fig.colorbar(im, ax=list(axes[0]), label="reliance angle, B − A (degrees)", shrink=0.8)
-    fig.suptitle(
-        f"{study}: {names[0]} (A) -> {names[1]} (B), each cell's verdict; framed: it changed",
-        fontsize=11,
-    )
-    return _save(fig, output)

@@ -709,7 +709,7 @@ def write(search: Search, rows: Sequence[dict], summary: str) -> None:
     import pandas as pd
 
     # deferred: it loads matplotlib, which importing search does not
-    from .plots import search_figure
+    from .plots_compare import search_figure
 
     keys = sorted(search.axes)
     frame = pd.DataFrame(list(rows))

@@ -84,7 +84,7 @@ def signature_figure(df: pd.DataFrame, output: str):
     import matplotlib.pyplot as plt
 
     # deferred: it loads matplotlib, which importing signatures does not
-    from .plots import _save
+    from .plots import save_figure
 
     ks = sorted(df["k"].unique())
     pairs = df[df["arch_b"] != LOW]
@@ -133,7 +133,7 @@ def signature_figure(df: pd.DataFrame, output: str):
     ax.set_title("how low-frequency the first NADs are")
     ax.legend(fontsize=8)
     fig.suptitle("Architecture signatures (1 = the same subspace; about k/d = unrelated)")
-    return _save(fig, output)
+    return save_figure(fig, output)
 
 
 def signatures_job(npy: list[str], archs: list[str], shapes: list, table: str, figure: str) -> None:

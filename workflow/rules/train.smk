@@ -49,7 +49,7 @@ rule train:
     log:
         logs("{study}/train/{arch}/{variant}_s{seed}.log"),
     wildcard_constraints:
-        study="|".join(s for s in REGISTRY if s not in PLAN.grouped()) or "(?!)",
+        study="|".join(s for s in REGISTRY if s not in PLAN.seed_ensembles()) or "(?!)",
     conda:
         CONDA_ENV
     threads: 1
@@ -62,36 +62,36 @@ rule train:
 
 
 # a loop, since a study's seeds are one job's outputs: a list of a length no wildcard gives
-for grouped in PLAN.grouped():
+for ensemble in PLAN.seed_ensembles():
 
     rule:
         name:
-            PLAN.seed_rule(grouped)
+            PLAN.seed_rule(ensemble)
         input:
-            nads=lambda w, s=grouped: PLAN.nad_files(s, w.arch),
-            cifar=PLAN.cifar_files(grouped),
+            nads=lambda w, s=ensemble: PLAN.nad_files(s, w.arch),
+            cifar=PLAN.cifar_files(ensemble),
         output:
             model=[
                 weights(m)
                 for m in expand(
-                    path(npath.MODEL, study=grouped) + ".pt",
-                    seed=CFG.studies[grouped].seeds,
+                    path(npath.MODEL, study=ensemble) + ".pt",
+                    seed=CFG.studies[ensemble].seeds,
                     allow_missing=True,
                 )
             ],
             record=expand(
-                path(npath.MODEL, study=grouped) + ".json",
-                seed=CFG.studies[grouped].seeds,
+                path(npath.MODEL, study=ensemble) + ".json",
+                seed=CFG.studies[ensemble].seeds,
                 allow_missing=True,
             ),
         log:
-            logs(f"{grouped}/train/{{arch}}/{{variant}}_seeds.log"),
+            logs(f"{ensemble}/train/{{arch}}/{{variant}}_seeds.log"),
         conda:
             CONDA_ENV
         threads: 1
         resources:
             gpu=RUN.gpu_job,
         params:
-            job=job_of(PLAN.seed_rule(grouped)),
+            job=job_of(PLAN.seed_rule(ensemble)),
         script:
             "../scripts/train.py"

@@ -54,7 +54,7 @@ def cmd_doctor(args) -> int:
     acceptance check of this machine's GPU (nadpipe.acceptance)."""
     if args.gpu:
         scratch = Path(args.scratch or tempfile.mkdtemp(prefix="nadpipe-doctor-"))
-        return acceptance.run(scratch)
+        return acceptance.gpu_window(scratch)
 
     lines = [
         f"nadpipe {__version__} (library source {source_hash()}) at {Path(__file__).parent}",

@@ -169,7 +169,7 @@ def cmd_plot_nads(args) -> int:
     from ..bases import BasisError, read_basis
 
     # deferred: it loads matplotlib, which importing the cli does not
-    from ..plots import nad_figure
+    from ..plots_nads import nad_figure
 
     path = Path(args.file)
     try:
