@@ -1,6 +1,5 @@
 """Shared test fixtures; everything is CPU-sized and seeded."""
 
-import compileall
 import contextlib
 import os
 import tempfile
@@ -11,7 +10,7 @@ from pathlib import Path
 # wait for work (libgomp's default) burn the core another process needs. Passive waiting changes
 # no result, only how idle threads wait; libgomp reads it once, when `import torch` loads it, so
 # it is set before that, here and for every process the tests start. Measured side by side on 2
-# cores (Intel Xeon; docs/tests.md): test_cifar, test_readme, test_protocols and test_studies
+# cores (Intel Xeon): test_cifar, test_readme, test_protocols and test_studies
 # took 228 s (425 CPU-seconds) with the jobs spinning against 136 s (245) with them passive. (A
 # real run is not oversubscribed: Snakemake gives its jobs at most --cores threads, and the
 # default study took 189 s spinning, 195 s passive.)
@@ -68,19 +67,12 @@ SMOKE = pytest.StashKey[tuple]()
 
 
 def pytest_configure(config):
-    """In the process that starts the test processes (before it starts them): compile nadpipe's
-    bytecode; install the Debian packages the asked tests need in the background, when this
+    """In the process that starts the test processes (before it starts them): install the Debian
+    packages the asked tests need in the background, when this
     machine lacks them; start the SLURM smoke run in the background when the SLURM test is asked
     for unfiltered."""
     if hasattr(config, "workerinput"):
         return
-    # Where PYTHONDONTWRITEBYTECODE is set (this project's machines set it) no process writes
-    # nadpipe's bytecode, so each one that imports nadpipe compiles it again: 0.02 CPU-s a job
-    # script, 0.13 a warm server, about 6 % of a real run (docs/tests.md). compileall writes it
-    # regardless, and every process reads it (pip compiled the installed packages); a read-only
-    # checkout goes without
-    with contextlib.suppress(OSError):
-        compileall.compile_dir(REPO / "src" / "nadpipe", quiet=1)
     tests = Path(__file__).parent
     asked = [(config.invocation_params.dir / a.split("::")[0]).resolve() for a in config.args]
     if any(tests.is_relative_to(a) or a.name in NEED_PACKAGES for a in asked):

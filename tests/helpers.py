@@ -2,7 +2,6 @@
 suggests, exactly as printed), and every job of the micro study in-process. Test files import
 from here, never from each other."""
 
-import atexit
 import contextlib
 import io
 import json
@@ -15,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -71,66 +69,12 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
     ]
 
 
-# what a Python reads from its environment at start, or at the imports snakemake_fork.py made
-# before it forks: a command that sets one of these otherwise gets a new process. Inductor's
-# variables are read when it compiles (and set by torch in this process when a test compiles)
-AT_START = ("PYTHON", "OMP_", "OPENBLAS_", "MKL_", "NUMPY_", "PANDAS_", "TORCH", "PYTORCH")
-LATER = ("TORCHINDUCTOR_",)
-_FORK = {"lock": threading.Lock()}
-
-
-def _at_start(env) -> dict:
-    return {k: v for k, v in env.items() if k.startswith(AT_START) and not k.startswith(LATER)}
-
-
-def _fork_server() -> subprocess.Popen:
-    server = _FORK.get("server")
-    if server is None or server.poll() is not None:
-        _FORK["env"] = _at_start(os.environ)
-        _FORK["server"] = server = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("snakemake_fork.py"))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
-        )  # fmt: skip
-        atexit.register(_stop, server)
-    return server
-
-
-def _stop(server: subprocess.Popen) -> None:
-    """End the fork server and wait for it, so that the CPU time of the runs it forked counts
-    in this process's children, as a new process's would (`time python -m pytest`)."""
-    if server.poll() is None:
-        server.stdin.close()
-        server.wait(timeout=60)
-
-
 def run_snakemake(
     argv: list[str], cwd: Path | None = None, env: dict | None = None, umask: int = -1
 ) -> subprocess.CompletedProcess:
-    """`subprocess.run(argv, capture_output=True, text=True, ...)` for a Snakemake command,
-    forked from tests/snakemake_fork.py (Snakemake already imported: about 1 CPU-second less)
-    where it is this venv's Snakemake with this process's Python environment; else, and when
-    another thread is running one, a new process."""
+    """A Snakemake command as a new process, as a user runs it."""
     env = dict(os.environ if env is None else env)
-    fresh = dict(capture_output=True, text=True, cwd=cwd, env=env, umask=umask)
-    if argv[0] != SNAKEMAKE or not _FORK["lock"].acquire(blocking=False):
-        return subprocess.run(argv, **fresh)
-    try:
-        server = _fork_server()
-        if _at_start(env) != _FORK["env"]:
-            return subprocess.run(argv, **fresh)
-        with tempfile.TemporaryDirectory() as tmp:
-            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-            request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": env,
-                       "umask": umask, "stdout": str(out), "stderr": str(err)}  # fmt: skip
-            server.stdin.write(json.dumps(request) + "\n")
-            server.stdin.flush()
-            code = server.stdout.readline()
-            assert code, f"tests/snakemake_fork.py ended (status {server.wait()})"
-            res = subprocess.CompletedProcess(argv, int(code), out.read_text(), err.read_text())
-            res.forked = True
-            return res
-    finally:
-        _FORK["lock"].release()
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, umask=umask)
 
 
 def snakemake(
@@ -147,8 +91,7 @@ def snakemake(
 
 def command(cwd: Path, line: str, check: bool = True, env=None) -> subprocess.CompletedProcess:
     """Run a command line a message told the user to run, exactly as written, from `cwd` (where
-    the user ran the command that printed it): forked as the suite's other runs are when it
-    names this venv's Snakemake by its path (tests/test_fork.py: the same output either way)."""
+    the user ran the command that printed it)."""
     args = shlex.split(line)
     assert args[0] == PRINTED, line
     res = run_snakemake(args, cwd=cwd, env=env)
