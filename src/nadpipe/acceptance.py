@@ -156,10 +156,9 @@ def _snakemake(
     """The micro study in `work` with gpus.device `device` (reading the NADs of the results
     folder `nads_of`; `change` merged over its top-level blocks): (seconds, its results
     folder)."""
-    # deferred: it loads yaml, which importing acceptance does not
+    # deferred: they load torch and yaml, which importing acceptance does not
     import yaml
 
-    # deferred: it loads torch, which importing acceptance does not
     from .cifar import write_cifar10_like
 
     work.mkdir(parents=True, exist_ok=True)
@@ -257,19 +256,12 @@ def clearly_learned(summary, full: str) -> set[tuple]:
 def nads_of_the_cpus_networks(cpu: Path, work: Path) -> float:
     """The least top-5 overlap, over the micro study's architectures, of CUDA's NADs of the CPU
     run's networks (born on the CPU, moved over) with the CPU run's NADs under `cpu`."""
-    # deferred: it loads numpy, which importing acceptance does not
+    # deferred: they load torch, numpy, jsonschema and yaml, which importing acceptance does not
     import numpy as np
-
-    # deferred: it loads yaml, which importing acceptance does not
     import yaml
 
-    # deferred: it loads jsonschema, which importing acceptance does not
     from . import config as nc
-
-    # deferred: it loads jsonschema, which importing acceptance does not
     from .grid import Plan
-
-    # deferred: it loads torch, which importing acceptance does not
     from .jobs import nads_job
 
     cfg, _ = nc.load_config(yaml.safe_load((cpu / "config.yaml").read_text()), _schema())

@@ -241,6 +241,15 @@ def probing() -> bool:
     return os.environ.get(PROBES_ENV, "") != "records"
 
 
+# where a price came from, in the dry run's words
+SOURCES = {
+    "records": "from this machine's earlier runs",
+    "scaled": "scaled from this machine's runs at another size",
+    "measured": "measured now on this machine",
+    "light": f"nadpipe's figure for a small job, {LIGHT} CPU-s (0 for an empty file)",
+}
+
+
 def estimate(
     results: str,
     jobs: list[tuple[str, Size, Job | None]],
@@ -273,15 +282,9 @@ def estimate(
     known = [p.cpu for _, _, p in priced if math.isfinite(p.cpu)]
     cpu = sum(known)
     wall = cpu / max(cores, 1) + PER_JOB * len(priced)
-    words = {
-        "records": "from this machine's earlier runs",
-        "scaled": "scaled from this machine's runs at another size",
-        "measured": "measured now on this machine",
-        "light": f"nadpipe's figure for a small job, {LIGHT} CPU-s (0 for an empty file)",
-    }
     said = "; ".join(
-        f"{', '.join(sorted(sources[source]))}: {words[source]}"
-        for source in words
+        f"{', '.join(sorted(sources[source]))}: {SOURCES[source]}"
+        for source in SOURCES
         if source in sources
     )
     line = (

@@ -51,10 +51,8 @@ def describe(folder: Path) -> dict:
     """One results folder: its config (dotted, the keys of the studies it left off dropped:
     `relevant`), studies, architectures, cells, findings, the newest summary's time and the
     nadpipe versions that made its cells."""
-    # deferred: it loads pandas, which importing folders does not
+    # deferred: they load pandas and yaml, which importing folders does not
     import pandas as pd
-
-    # deferred: it loads yaml, which importing folders does not
     import yaml
 
     config = relevant(flat(yaml.safe_load((folder / "config.yaml").read_text()) or {}))
@@ -181,7 +179,6 @@ def cell_pairs(a: str | Path, b: str | Path) -> dict:
     # deferred: it loads pandas, which importing folders does not
     import pandas as pd
 
-    # deferred: it loads pandas, which importing folders does not
     from .findings import cell_verdicts
 
     out = {}

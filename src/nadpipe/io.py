@@ -79,8 +79,6 @@ def save_torch(obj: Any, path: str | os.PathLike) -> None:
     job writes loads on a machine without its GPU, with a plain torch.load)."""
     # deferred: it loads torch, which importing io does not
     import torch
-
-    # deferred: it loads torch, which importing io does not
     from torch.utils._pytree import tree_map
 
     obj = tree_map(lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v, obj)

@@ -536,6 +536,11 @@ def _load_model(job: EvalJob, weights: str, device) -> torch.nn.Module:
     return net.to(device).eval()
 
 
+def _savez(arrays: dict, tmp: str) -> None:
+    with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
+        np.savez_compressed(f, **arrays)
+
+
 def evaluate_job(
     job: EvalJob | dict,
     nads_path: str | None,
@@ -577,17 +582,8 @@ def evaluate_job(
     }
     df = _model_rows(job, variant, trained, rows, splits, extra, (outcome, why), spent)
     atomic_write(table, partial(df.to_parquet, index=False))
-
-    def write_arrays(tmp: str) -> None:
-        with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
-            np.savez_compressed(
-                f,
-                **arrays_out,
-                **{f"key_{k}": v for k, v in variant.columns().items()},
-                key_outcome=outcome,
-            )
-
-    atomic_write(arrays, write_arrays)
+    keys = {f"key_{k}": v for k, v in variant.columns().items()}
+    atomic_write(arrays, partial(_savez, {**arrays_out, **keys, "key_outcome": outcome}))
     test = df[df["split"] == "test"].set_index("condition")["accuracy"]
     accs = ", ".join(f"{c} {a:.3f}" for c, a in test.items())
     return f"evaluate {job.study} {job.arch} {job.variant} seed={job.seed}: test accuracy {accs}"

@@ -274,10 +274,8 @@ def prepare(
 ) -> Search:
     """Check everything a search needs before its first job: the axes, the study, the
     architecture and its reference, and the first round's config as the workflow checks it."""
-    # deferred: it loads jsonschema, which importing search does not
+    # deferred: they load pandas and jsonschema, which importing search does not
     from . import config as nc
-
-    # deferred: it loads pandas, which importing search does not
     from .references import comparable
 
     if not SNAKEFILE.exists():
@@ -356,8 +354,6 @@ def noise(summary: str | Path, arch: str, study: str) -> dict[str, tuple[float, 
     errors, nadpipe.findings.at_chance: a protocol whose models all guess fits nothing)."""
     # deferred: it loads pandas, which importing search does not
     from .findings import at_chance
-
-    # deferred: it loads pandas, which importing search does not
     from .references import keys
 
     df = load_parquet(summary)
@@ -705,10 +701,9 @@ def _point(row: dict, search: Search) -> Point:
 def write(search: Search, rows: Sequence[dict], summary: str) -> None:
     """search.csv (every protocol's values and fit), search.md (the same as a table) and
     search.png (the fits, and the best protocol's cells against the published ones)."""
-    # deferred: it loads pandas, which importing search does not
+    # deferred: they load matplotlib and pandas, which importing search does not
     import pandas as pd
 
-    # deferred: it loads matplotlib, which importing search does not
     from .plots_compare import search_figure
 
     keys = sorted(search.axes)

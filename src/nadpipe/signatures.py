@@ -83,7 +83,6 @@ def signature_figure(df: pd.DataFrame, output: str):
     # deferred: it loads matplotlib, which importing signatures does not
     import matplotlib.pyplot as plt
 
-    # deferred: it loads matplotlib, which importing signatures does not
     from .plots import save_figure
 
     ks = sorted(df["k"].unique())

@@ -221,7 +221,6 @@ class NadPairs(Study):
         # deferred: it loads pandas, which importing studies does not
         import pandas as pd
 
-        # deferred: it loads pandas, which importing studies does not
         from .findings import TIE_SE, VERDICTS, cell_verdicts
 
         cells = cell_verdicts(df)

@@ -85,56 +85,51 @@ def _commands() -> list[tuple]:
     ]
 
 
+def _verbosity(parser: argparse.ArgumentParser, default) -> None:
+    """-q / -v; before or after the subcommand: the subcommand's own copy sets it only if
+    given."""
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q",
+        "--quiet",
+        dest="verbosity",
+        action="store_const",
+        const=-1,
+        default=default,
+        help="say only warnings and errors on stderr (no progress)",
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="store_const",
+        const=1,
+        default=default,
+        help="also debug lines (each chunk of networks, timings)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nadpipe",
         description="Neural anisotropy directions of any model, without Snakemake "
         "(the workflow: snakemake --cores all; `search` runs it).",
     )
-
     p.add_argument("--version", action="version", version=f"nadpipe {__version__}")
-
-    # -q / -v before or after the subcommand: the subcommand's own copy sets it only if given
-    def verbosity(parser: argparse.ArgumentParser, default) -> None:
-        loud = parser.add_mutually_exclusive_group()
-        loud.add_argument(
-            "-q",
-            "--quiet",
-            dest="verbosity",
-            action="store_const",
-            const=-1,
-            default=default,
-            help="say only warnings and errors on stderr (no progress)",
-        )
-        loud.add_argument(
-            "-v",
-            "--verbose",
-            dest="verbosity",
-            action="store_const",
-            const=1,
-            default=default,
-            help="also debug lines (each chunk of networks, timings)",
-        )
-
-    verbosity(p, 0)
+    _verbosity(p, 0)
     talk = argparse.ArgumentParser(add_help=False)
-    verbosity(talk, argparse.SUPPRESS)
+    _verbosity(talk, argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-
-    def command(name: str, help: str, func):
+    for name, what, func, arguments in _commands():
         c = sub.add_parser(
             name,
-            help=help,
-            description=help,
+            help=what,
+            description=what,
             parents=[talk],
             epilog=f"example:\n  {EXAMPLES[name]}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         c.set_defaults(func=func)
-        return c
-
-    for name, what, func, arguments in _commands():
-        c = command(name, what, func)
         if arguments is not None:
             arguments(c)
     return p

@@ -30,17 +30,8 @@ from .common import (
 )
 
 
-def cmd_nads(args) -> int:
-    # deferred: it loads jsonschema, which importing the cli does not
-    from ..config.words import FLAGS, nad_problem, shard_problem
-
-    # deferred: it loads torch, which importing the cli does not
-    from ..models import KwargsError, ModelError, build, check_model
-
-    # deferred: it loads torch, which importing the cli does not
-    from ..nads import NadError, compute_nads, nads_of
-
-    settings = NadSettings(
+def _settings(args) -> NadSettings:
+    return NadSettings(
         estimator=args.estimator,
         step=args.step,
         n_networks=args.n_networks,
@@ -50,6 +41,15 @@ def cmd_nads(args) -> int:
         top_k=args.top_k,
         networks_per_chunk=args.networks_per_chunk,
     )
+
+
+def cmd_nads(args) -> int:
+    # deferred: they load torch and jsonschema, which importing the cli does not
+    from ..config.words import FLAGS, nad_problem, shard_problem
+    from ..models import KwargsError, ModelError, build, check_model
+    from ..nads import NadError, compute_nads, nads_of
+
+    settings = _settings(args)
     spec = ModelSpec(args.model, args.kwargs, args.shape, 1, source_digest(args.model))
     out = Path(args.out) if args.out else None
     try:  # every argument before any work
@@ -165,10 +165,8 @@ def _save_nads(art: dict, spec, settings, out: Path) -> None:
 
 
 def cmd_plot_nads(args) -> int:
-    # deferred: it loads numpy, which importing the cli does not
+    # deferred: they load matplotlib and numpy, which importing the cli does not
     from ..bases import BasisError, read_basis
-
-    # deferred: it loads matplotlib, which importing the cli does not
     from ..plots_nads import nad_figure
 
     path = Path(args.file)

@@ -160,8 +160,6 @@ def check_model(cfg: Config, name: str, spec: st.ModelSpec) -> None:
         return
     # deferred: it loads torch, which importing checks does not
     from ..models import KwargsError, ModelError
-
-    # deferred: it loads torch, which importing checks does not
     from ..models import check_model as run_check
 
     try:

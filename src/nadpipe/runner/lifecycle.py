@@ -391,10 +391,8 @@ def damaged(outputs: list[str], results: str = "results") -> list[str]:
     directory; a NAD shard's range too), the NADs' arrays (size against header) and the resolved
     config (YAML). Reads headers only: cheap for a large grid."""
 
-    # deferred: it loads pyarrow, which importing runs does not
+    # deferred: they load pyarrow and yaml, which importing runs does not
     import pyarrow.parquet as pq
-
-    # deferred: it loads yaml, which importing runs does not
     import yaml
 
     bad = []

@@ -190,20 +190,8 @@ def hand_over(
     if conn is None:
         return run_here(target, table, args, kwargs, log, threads, gpu)
     with conn:
-        _send(
-            conn,
-            {
-                "target": target,
-                "args": args,
-                "kwargs": kwargs,
-                "log": log,
-                "threads": threads,
-                "gpu": gpu,
-                "cwd": os.getcwd(),
-                "env": dict(os.environ),
-                "path": list(sys.path),
-            },
-        )
+        request = dict(target=target, args=args, kwargs=kwargs, log=log, threads=threads, gpu=gpu)
+        _send(conn, {**request, "cwd": os.getcwd(), "env": dict(os.environ), "path": sys.path})
         try:
             status, value = _recv(conn)
             while status == "progress":  # the job's progress, for the run's console
@@ -268,12 +256,9 @@ def _child(conn: socket.socket, req: dict, table: Table) -> None:
         os._exit(code)
 
 
-def serve(path: str, owner: int, table: Table) -> None:
-    """Fork a child per connection until the owner ends, each job's function (a name in
-    `table`) imported here first (`warm`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is for the jobs
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    warmed: set[str] = set()
+def _listen(path: str) -> socket.socket:
+    """The server's socket at `path`, its run's source fixed first; the `.starting` mark the
+    jobs wait on removed whether it came up or not."""
     try:
         # here, not at the top: every job script imports this module, and provenance
         # (with the settings it reads) costs each of them 0.05 s
@@ -282,15 +267,24 @@ def serve(path: str, owner: int, table: Table) -> None:
         source_hash()  # fixed now: the source of this run, whenever its modules are imported
         # torch comes with the first job module that imports it (`warm`): a run whose jobs
         # only draw figures or write tables never imports it (1.3 CPU-s)
-
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
         listener.listen(64)
+        return listener
     finally:  # up, or failed: either way the jobs stop waiting for it
         with contextlib.suppress(FileNotFoundError):
             os.remove(path + ".starting")
+
+
+def serve(path: str, owner: int, table: Table) -> None:
+    """Fork a child per connection until the owner ends, each job's function (a name in
+    `table`) imported here first (`warm`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is for the jobs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    warmed: set[str] = set()
+    listener = _listen(path)
     try:
         while os.getppid() == owner:
             ready, _, _ = select.select([listener], [], [], 1.0)
