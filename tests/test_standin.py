@@ -333,3 +333,60 @@ def test_nads_of_networks_born_on_the_cpu_equal_the_cpus():
         moved = compute_nads(lenet, settings, shape, DEVICE, progress=False, born="cpu")
     overlap = float((cpu[:5] @ moved["vectors"][:5].T).square().sum() / 5)
     assert overlap > 0.999 and moved["device"] == "standin"
+
+
+class _Flags(nn.Module):
+    """A single-logit model that notes, at each forward, the switches a GPU honours: TF32
+    for matmuls and cuDNN, and float32 matmul precision."""
+
+    seen: list = []
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 1))
+
+    def forward(self, x):
+        _Flags.seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+                            torch.get_float32_matmul_precision()))  # fmt: skip
+        return self.body(x)
+
+
+def test_the_nad_computation_runs_with_tf32_off(tmp_path, monkeypatch):
+    # checking setup() alone passed with TF32 switched on inside the NAD computation: read the
+    # switches inside it, at the model's forward, in a NAD job whose backend has tf32 off
+    from nadpipe import jobs, models
+    from nadpipe.grid import NadJob
+
+    monkeypatch.setattr(models, "build", lambda spec: _Flags())
+    job = NadJob("flags", ModelSpec("flags", {}, Shape(1, 4, 4), 1), NadSettings(n_networks=22))
+    out = [str(tmp_path / f"n.{ext}") for ext in ("pt", "npy", "json")]
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    _Flags.seen.clear()
+    try:
+        jobs.nads_job(job, *out, backend=Backend(device="cpu", tf32=False))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    assert len(_Flags.seen) > 22 and set(_Flags.seen) == {(False, False, "highest")}
+
+
+def test_grouped_auto_groups_the_networks_on_an_accelerator_only(monkeypatch):
+    # nads.grouped: auto is one grouped network per chunk on an accelerator (kernel launches
+    # bind it there) and one network after another on the CPU; counted where it is built
+    from nadpipe import nads
+
+    built = []
+
+    class Counted(nads.Grouped):
+        def __init__(self, nets):
+            built.append(len(nets))
+            super().__init__(nets)
+
+    monkeypatch.setattr(nads, "Grouped", Counted)
+    spec = ModelSpec("lenet", {}, Shape(1, 16, 16), 1)
+    settings = NadSettings(n_networks=2, networks_per_chunk=2)
+    assert settings.grouped == "auto"
+    nads.sample_sensitivities(lambda: build(spec), settings, spec.shape, "cpu", progress=False)
+    assert built == []
+    with standin():
+        nads.sample_sensitivities(lambda: build(spec), settings, spec.shape, DEVICE, progress=False)
+    assert built == [2]

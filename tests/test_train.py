@@ -1,6 +1,8 @@
 """The training loop: the learning-rate schedules, determinism, clipping, divergence, and seed
 ensembles against separate training."""
 
+import contextlib
+import json
 import math
 
 import pytest
@@ -197,3 +199,38 @@ def test_a_diverging_member_stops_its_record_and_spares_the_others():
     assert len(hist[0]) == len(alone) < 4  # stops where separate training stops
     assert len(hist[1]) == len(hist[2]) == 4
     assert all(math.isfinite(r["loss"]) for r in hist[1])
+
+
+@pytest.mark.parametrize("precision, ran", [("bf16", True), ("fp32", False)])
+def test_the_record_says_the_autocast_the_steps_ran_with(
+    precision, ran, train_here, tmp_path, monkeypatch
+):
+    # the CPU has bf16 autocast, so precision bf16 takes the branch an accelerator takes with
+    # auto. The record states what the steps ran (observed inside them), not what was asked:
+    # with the autocast made a no-op, it says bf16 off although the settings ask for it
+    from dataclasses import replace
+
+    from nadpipe import train as nt
+    from nadpipe.grid import TrainJob
+    from nadpipe.settings import ModelSpec
+    from nadpipe.studies import DataSpec
+
+    shape = Shape(1, 8, 8)
+    settings = (("eps", 1.0), ("sigma", 1.0), ("n_train", 64), ("n_test", 16))
+    job = TrainJob(
+        "fourier", "net", "f0_0", (0,), ModelSpec("mlp", {"hidden": [8]}, shape, 2),
+        TrainSettings(epochs=2, batch_size=32, precision=precision),
+        (DataSpec("fourier", "f0_0", 0, shape, settings),), None, ("net", "fourier", "f0_0"),
+    )  # fmt: skip
+    outs = [str(tmp_path / "m.pt")], [str(tmp_path / "m.json")]
+    train_here(job, outs, tmp_path)
+    record = json.loads((tmp_path / "m.json").read_text())
+    assert record["applied"]["bf16"] is ran
+    assert [row["autocast"] for row in record["history"]] == ["bfloat16" if ran else "off"] * 2
+    if ran:
+        monkeypatch.setattr(nt, "_autocast", lambda device, on: contextlib.nullcontext())
+        asked = replace(job, train=replace(job.train, epochs=1))
+        train_here(asked, outs, tmp_path)
+        record = json.loads((tmp_path / "m.json").read_text())
+        assert nt.applied(asked.train, torch.device("cpu"), 1)["bf16"] is True
+        assert record["applied"]["bf16"] is False

@@ -159,6 +159,22 @@ def autocast_available(device) -> bool:
     return supported is not None and torch.bfloat16 in supported()
 
 
+def autocast_in_effect(device) -> str:
+    """The autocast dtype in effect for `device` where this is called ("bfloat16"), or "off":
+    what a training step ran with, observed inside it (the record states this, not the
+    config). torch before 2.4 asks per device kind."""
+    # deferred: it loads torch, which importing backend does not
+    import torch
+
+    kind = torch.device(device).type
+    try:
+        on, dtype = torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind)
+    except TypeError:  # torch < 2.4: no device argument
+        on = torch.is_autocast_cpu_enabled() if kind == "cpu" else torch.is_autocast_enabled()
+        dtype = torch.get_autocast_cpu_dtype() if kind == "cpu" else torch.get_autocast_gpu_dtype()
+    return str(dtype).removeprefix("torch.") if on else "off"
+
+
 def setup(backend: Backend | None = None, flag: str = "gpus.device"):  # -> torch.device
     """Decide the job's device and set its backend switches (see the module's rule); returns the
     device. Called once per job, before any tensor is made."""

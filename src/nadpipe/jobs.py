@@ -487,6 +487,8 @@ def _train(
     start, cpu_before = time.perf_counter(), used()[0]
     ran = applied(first.train, device, len(nets) if stacks(nets, xs, first.train) else 1)
     histories = train(nets, xs, ys, settings, orders, checkpoint, fingerprint)
+    # bf16 as the steps ran it (each epoch's row says), not as the settings asked it
+    ran["bf16"] = any(row.get("autocast") == "bfloat16" for h in histories for row in h)
     seconds = (time.perf_counter() - start) / len(nets)  # each model's share
     cpu_after, peak = used()
     cpu = (cpu_after - cpu_before) / len(nets)

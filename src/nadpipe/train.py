@@ -27,7 +27,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .backend import accelerated, autocast_available, cuda_rng_state, on_cpu, set_cuda_rng_state
+from .backend import (
+    accelerated,
+    autocast_available,
+    autocast_in_effect,
+    cuda_rng_state,
+    on_cpu,
+    set_cuda_rng_state,
+)
 from .io import ArtifactError, derive_seed, generator, load_torch, save_torch
 from .log import progress_bar, say
 from .models import build
@@ -136,6 +143,7 @@ class _One:
         self.autocast = _autocast(device, on["bf16"])
         self.channels_last = on["channels_last"]
         self.params = list(net.parameters())
+        self.device, self.ran = device, "off"  # the autocast a step ran with (`loss`)
 
     def prepare(self, xs: torch.Tensor) -> torch.Tensor:
         if self.channels_last:
@@ -145,6 +153,7 @@ class _One:
     def loss(self, xs, ys, idx) -> tuple[torch.Tensor, torch.Tensor]:
         """(1,) loss and (1, batch, classes) outputs of the batch `idx` (1, batch)."""
         with self.autocast:
+            self.ran = autocast_in_effect(self.device)
             out = self.model(xs[0][idx[0]])
             loss = F.cross_entropy(out, ys[0][idx[0]])
         return loss[None], out[None]
@@ -173,6 +182,7 @@ class _Stacked:
         self.nets = nets
         bf16 = applied(settings, device, len(nets))["bf16"]
         self.autocast = _autocast(device, bf16)
+        self.device, self.ran = device, "off"  # the autocast a step ran with (`loss`)
         for net in nets:
             net.train()
         self.stacked, self.buffers = stack_module_state(nets)  # name -> (members, ...)
@@ -192,6 +202,7 @@ class _Stacked:
     def loss(self, xs, ys, idx):
         """(members,) losses and (members, batch, classes) outputs of the batches `idx`."""
         with self.autocast:
+            self.ran = autocast_in_effect(self.device)
             return self.batched(self.stacked, self.buffers, xs[self.rows, idx], ys[self.rows, idx])
 
     def backward(self, loss: torch.Tensor, clip: float | None) -> None:
@@ -315,6 +326,7 @@ def train(
                     "train_accuracy": correct[k].item() / n,
                     "lr_end": lr,
                     "seconds": seconds,
+                    "autocast": members.ran,  # observed in the steps, not asked
                 }
                 who = "" if m == 1 else f"seed {k}: "
                 diverged[k] = _record(histories[k], row, who, settings, progress)
