@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -320,6 +319,16 @@ def nadpipe_here(*args, cwd=None, check=True):
     return res
 
 
+def _a_tests_own(file: str | None) -> bool:
+    """Whether a module's file is a test's own (a model file it wrote), not Python's, the
+    venv's or this checkout's, wherever those live (a venv under the temporary folder too)."""
+    if not file:
+        return False
+    path = Path(file).resolve()
+    homes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, REPO)}
+    return not any(path.is_relative_to(home) for home in homes)
+
+
 def as_a_process(main, argv: list[str], cwd=None, env: dict | None = None):
     """What `main()` (a command's entry point: its exit status returned or raised as
     SystemExit) does as the command `argv` started in `cwd` with `env`, run in this process:
@@ -362,7 +371,7 @@ def as_a_process(main, argv: list[str], cwd=None, env: dict | None = None):
         os.chdir(cwd_before)
         sys.path[:], sys.argv = path, argv_before
         for name in set(sys.modules) - modules:
-            if str(getattr(sys.modules[name], "__file__", "")).startswith(tempfile.gettempdir()):
+            if _a_tests_own(getattr(sys.modules[name], "__file__", None)):
                 del sys.modules[name]
         os.environ.clear()
         os.environ.update(env_before)

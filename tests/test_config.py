@@ -500,9 +500,11 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
 
 
 def _published_stand_ins(folder: Path, bases: bool = True) -> None:
-    """Stand-ins of the NAD authors' published files, in their layout (`bases`: the NADs too)."""
+    """Stand-ins of the NAD authors' published files, in their layout and shape (`bases`: the
+    NADs too, 1023 x 1024 as published: one NAD fewer than the 32 x 32 inputs)."""
     folder.mkdir(parents=True)
-    q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0].T if bases else 0
+    rng = np.random.default_rng(0)
+    q = np.linalg.qr(rng.standard_normal((1024, 1024)))[0].T[:1023] if bases else 0
     for arch in ("LeNet", "ResNet18", "DenseNet121", "VGG11") if bases else ():
         np.save(folder / f"{arch}_NADs.npy", q.astype(np.float32))
     columns = {c: 50.0 for c in ("acc_ln", "acc_rn", "acc_dn", "acc_vgg")}
@@ -549,11 +551,29 @@ def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
     plan = Plan(load(cfg))
     cells = plan.cells("single_direction")
     assert len(cells) == 8 * 14 * 9  # architectures x indices x protocols
+    assert max(c.variant for c in cells if c.variant.startswith("k1022")) == "k1022@stated"
     assert len(plan.cells("fourier")) == 4 * 256 * 6
     assert plan.train_job("single_direction", "lenet_pub", "k5@long", (0,)).train.epochs == 60
     assert (
         dict(plan.data_spec("single_direction", "lenet_pub", "k5@sigma_0p5", 0).settings)["sigma"]
         == 0.5
+    )
+
+
+def test_a_nad_index_the_published_basis_lacks_is_refused_naming_the_file(tmp_path, monkeypatch):
+    from snakemake.utils import update_config
+
+    cfg = default_config()
+    for name in ("nad_paper", "nad_paper_search"):
+        update_config(cfg, yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()))
+    cfg["single_direction"]["indices"] = [0, 1023]
+    monkeypatch.chdir(tmp_path)
+    _published_stand_ins(tmp_path / "data" / "nad_paper")
+    with pytest.raises(nc.ConfigError) as e:
+        load(cfg)
+    assert str(e.value) == (
+        "config key 'single_direction.indices.1': 1023 is greater than the maximum of 1022 (the "
+        "last NAD of lenet_pub: 1023 NADs, the rows of data/nad_paper/LeNet_NADs.npy)"
     )
 
 

@@ -79,6 +79,15 @@ def nad_count(cfg: Config, name: str) -> int:
     return min(k, a.shape.d) if k else a.shape.d
 
 
+def _nads_of(cfg: Config, arch: str, count: int) -> str:
+    """Where `arch`'s `count` NADs come from, in words: a file's rows or its inputs."""
+    src = cfg.nad_source(arch)
+    file = cfg.arch(src).nads_file
+    if file:
+        return f"{count} NADs, the rows of {file}"
+    return f"{count} NADs from {src}'s {cfg.nad_shape(arch)} inputs"
+
+
 def _check_indices(cfg: Config, study: str, s: StudySettings) -> None:
     indices = getattr(s, "indices", None)
     if indices is None or not REGISTRY[study].needs_nads:
@@ -89,11 +98,10 @@ def _check_indices(cfg: Config, study: str, s: StudySettings) -> None:
         last = count - 1 - extra
         for pos, k in enumerate(indices):
             if k > last:
-                src = cfg.nad_source(arch)
                 raise ConfigError(
                     f"config key '{study}.indices.{pos}': {k} is greater than the maximum of "
                     f"{last} (the last NAD{' but one' if extra else ''} of {arch}: "
-                    f"{count} NADs from {src}'s {cfg.nad_shape(arch)} inputs)"
+                    f"{_nads_of(cfg, arch, count)})"
                 )
 
 
