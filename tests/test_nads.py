@@ -2,12 +2,13 @@ import math
 import subprocess
 import sys
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from nadpipe.backend import glibc_version
+from nadpipe.backend import Backend, glibc_version
 from nadpipe.models import build, lenet
 from nadpipe.nads import (
     NadError,
@@ -270,6 +271,7 @@ def test_networks_together_give_the_nads_of_networks_one_after_another(model, n,
 KILLED = """
 import sys
 from functools import partial
+from pathlib import Path
 from nadpipe.models import build
 from nadpipe.nads import sample_sensitivities
 from nadpipe.settings import ModelSpec, NadSettings, Shape
@@ -367,3 +369,61 @@ print(mapped >> 20, (libc.mallinfo2().fordblks - before.fordblks) >> 20)
     # and still there for the next chunk
     assert int(said["default"][0]) >= 20 and int(said["default"][1]) < 20, said
     assert int(said["kept"][0]) == 0 and int(said["kept"][1]) >= 20, said
+
+
+def _damage(way: str, chunk, kept, other) -> None:
+    """Damage the kept chunk `chunk` (networks 2-3) one of six ways; `other`: the kept chunks
+    of another run (seed 1)."""
+    from nadpipe.io import save_claimed
+
+    claim = {"job": kept.name, "first": 2, "stop": 4}
+    if way == "another range":
+        chunk.write_bytes((kept / "4-6.pt").read_bytes())
+    elif way == "another run":
+        chunk.write_bytes((other / "2-4.pt").read_bytes())
+    elif way == "truncated":
+        chunk.write_bytes(chunk.read_bytes()[:100])
+    elif way == "garbage":
+        chunk.write_bytes(b"\x00not a chunk" * 50)
+    elif way == "wrong shape":
+        save_claimed(torch.zeros(3, 256, dtype=torch.float64), claim, chunk)
+    elif way == "nan":
+        save_claimed(torch.full((2, 256), float("nan"), dtype=torch.float64), claim, chunk)
+
+
+@pytest.mark.parametrize(
+    "way", ["another range", "another run", "truncated", "garbage", "wrong shape", "nan"]
+)
+def test_a_damaged_kept_chunk_is_named_dropped_and_computed_again(way, tmp_path, caplog):
+    # a killed NAD job's rerun reads back the chunks it kept: 10c1e0f took another range's or
+    # another run's chunk as its own (NADs that differ from an uninterrupted run's, exit 0) and
+    # failed on the others with torch's words, naming no file
+    from dataclasses import replace
+
+    from nadpipe.grid import NadJob
+    from nadpipe.jobs import _chunks, nads_job
+    from nadpipe.nads import sample_sensitivities
+
+    shape = Shape(1, 16, 16)
+    spec = ModelSpec("lenet", {}, shape, 1)
+    job = NadJob("lenet", spec, NadSettings(n_networks=24, networks_per_chunk=2))
+    backend = Backend(device="cpu")
+
+    def run(root):
+        out = [str(root / f"nads/lenet.{ext}") for ext in ("pt", "npy", "json")]
+        (root / "nads").mkdir(parents=True, exist_ok=True)
+        nads_job(job, *out, backend=backend)
+        return Path(out[1]).read_bytes()
+
+    whole = run(tmp_path / "whole")
+    root = tmp_path / "stopped"
+    kept = Path(_chunks(str(root), "lenet", job, torch.device("cpu")))
+    other = tmp_path / "other"
+    for folder, settings in ((kept, job.settings), (other, replace(job.settings, seed=1))):
+        sample_sensitivities(partial(build, spec), settings, shape, progress=False,
+                             kept=str(folder))  # fmt: skip
+    _damage(way, kept / "2-4.pt", kept, other)
+    caplog.set_level("INFO", logger="nadpipe")
+    assert run(root) == whole  # byte for byte
+    said = [r.getMessage() for r in caplog.records if "was dropped" in r.getMessage()]
+    assert len(said) == 1 and str(kept / "2-4.pt") in said[0], caplog.text

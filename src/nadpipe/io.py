@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -193,19 +194,20 @@ class ArtifactError(RuntimeError):
     how to rebuild it (in a workflow run) or what it is (elsewhere)."""
 
 
-def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any]) -> Any:
+def read_artifact(path: str | os.PathLike, reader: Callable[[str], Any], hint: bool = True) -> Any:
     """`reader(path)`, turning any failure into an `ArtifactError` naming the file and, in a
-    workflow run, the command that rebuilds it."""
+    workflow run where `hint`, the command that rebuilds it."""
+    hint_of = _rebuild_hint if hint else lambda _: ""
     if not os.path.isfile(path):
         what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
-        raise ArtifactError(f"{path} {what}" + _rebuild_hint(path))
+        raise ArtifactError(f"{path} {what}" + hint_of(path))
     try:
         return reader(str(path))
     except Exception as e:  # a corrupt file can fail in any of the readers' layers
         first = (str(e).strip().splitlines() or [""])[0][:160]  # torch's can run to a page
         raise ArtifactError(
             f"{path} cannot be read ({type(e).__name__}: {first}); it is truncated or corrupt, "
-            f"or not a file of this kind" + _rebuild_hint(path)
+            f"or not a file of this kind" + hint_of(path)
         ) from e
 
 
@@ -218,6 +220,30 @@ def load_torch(path: str | os.PathLike) -> Any:
     import torch
 
     return read_artifact(path, lambda p: torch.load(p, map_location="cpu", weights_only=True))
+
+
+def save_claimed(value: Any, claim: dict, path: str | os.PathLike) -> None:
+    """Write `value` with what it claims to be (`claim`: the key of the job that made it, its
+    range, ...), for `load_claimed` to check before anything uses it."""
+    save_torch({"claim": claim, "value": value}, path)
+
+
+def load_claimed(path: str | os.PathLike, claim: dict) -> Any:
+    """The value `save_claimed` wrote at `path`, if it claims to be `claim`; else an
+    ArtifactError that names the file and what differs (a file of another job, another range,
+    or not one of these at all). Such files are a job's own, made again where they fail: the
+    error names no command."""
+    # deferred: it loads torch, which importing io does not
+    import torch
+
+    found = read_artifact(path, partial(torch.load, map_location="cpu", weights_only=True), False)
+    said = found.get("claim") if isinstance(found, dict) else None
+    if not isinstance(said, dict) or "value" not in found:
+        raise ArtifactError(f"{path} holds no claim of what it is: not a file nadpipe wrote here")
+    differ = [f"{k} {said.get(k)!r}, not {v!r}" for k, v in claim.items() if said.get(k) != v]
+    if differ:
+        raise ArtifactError(f"{path} is another's: its {'; '.join(differ)}")
+    return found["value"]
 
 
 def load_json(path: str | os.PathLike) -> Any:

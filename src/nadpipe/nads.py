@@ -37,7 +37,7 @@ from .data import Shape
 from .dipole import WindowedDipole
 from .estimators import ESTIMATORS
 from .grouped import Grouped, NotGroupable
-from .io import derive_seed, generator, save_torch
+from .io import ArtifactError, derive_seed, generator, load_claimed, save_claimed
 from .log import debug, progress_bar, say, warn
 from .models import call_builder, takes_arguments
 from .settings import MAX_FULL_D, NadSettings
@@ -360,8 +360,10 @@ def sample_sensitivities(
         ks = range(start, min(start + chunk, stop))
         rows = slice((start - first) * settings.n_points, (ks.stop - first) * settings.n_points)
         done = os.path.join(kept, f"{ks.start}-{ks.stop}.pt") if kept else None
-        if done and os.path.exists(done):
-            out[rows] = torch.load(done, weights_only=True)
+        claim = {"job": os.path.basename(kept or ""), "first": ks.start, "stop": ks.stop}
+        found = _kept_chunk(done, claim, out[rows].shape) if done else None
+        if found is not None:
+            out[rows] = found
             bar.update(len(ks))
             continue
         began = time.perf_counter()
@@ -381,13 +383,39 @@ def sample_sensitivities(
         )
         out[rows] = s.reshape(-1, shape.d).cpu()
         if done:
-            save_torch(out[rows].clone(), done)
+            save_claimed(out[rows].clone(), claim, done)
         debug(
             f"NADs: networks {ks.start}-{ks.stop - 1} built in {built - began:.2f} s, "
             f"probed in {time.perf_counter() - built:.2f} s"
         )
     bar.close()
     return out
+
+
+def _kept_chunk(path: str, claim: dict, shape: torch.Size) -> torch.Tensor | None:
+    """A finished chunk's sensitivities kept by a stopped job, if they are what this chunk
+    needs: this job's (the folder's key), these networks, this shape, float64, finite. One
+    that is not is dropped, said with its path, and computed again: kept files are read back
+    only once checked."""
+    if not os.path.exists(path):
+        return None
+    try:
+        value = load_claimed(path, claim)
+        if not isinstance(value, torch.Tensor):
+            raise ArtifactError(f"{path} holds a {type(value).__name__}, not sensitivities")
+        if value.shape != shape or value.dtype != torch.float64:
+            raise ArtifactError(
+                f"{path} holds {value.dtype} of shape {tuple(value.shape)}, not float64 of "
+                f"shape {tuple(shape)}"
+            )
+        if not torch.isfinite(value).all():
+            raise ArtifactError(f"{path} holds values that are not finite")
+    except ArtifactError as e:
+        warn(f"a kept chunk of NAD networks {claim['first']}-{claim['stop'] - 1} was dropped "
+             f"and is computed again: {e}")  # fmt: skip
+        os.remove(path)
+        return None
+    return value
 
 
 def fix_signs(vectors: torch.Tensor) -> torch.Tensor:
