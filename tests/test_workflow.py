@@ -1074,14 +1074,48 @@ def test_every_results_folder_side_by_side(run, tmp_path):
                     str(tmp_path / "results-other"), "--figure", str(tmp_path / "change.png")],
                    check=True, capture_output=True)  # fmt: skip
     assert mpimg.imread(tmp_path / "change.png").shape[1] > 800
-    # the report's page of the runs beside a run: both folders, this one marked, the cell
-    from nadpipe.report import runs_page
-
-    runs_page(str(tmp_path / "results"), str(tmp_path / "runs.html"))
+    # the same as a page when asked (never by a run): both folders, the one compared marked
+    subprocess.run([sys.executable, "-m", "nadpipe.cli", "runs", str(tmp_path), "--html",
+                    str(tmp_path / "runs.html"), "--against", str(tmp_path / "results")],
+                   check=True, capture_output=True)  # fmt: skip
     page = (tmp_path / "runs.html").read_text()
-    assert "<b>results/</b> (this run)" in page and "<td>results-other/</td>" in page
+    assert "<b>results/</b> (compared)" in page and "<td>results-other/</td>" in page
     assert f"{arch} ({i}, {j}): {d['cells'][0]['verdict'][0]} -&gt; " in page
     assert page.count('<img src="data:image/png;base64,') == 1
+
+
+def test_a_runs_report_is_the_same_whatever_folder_lies_beside_it(run, tmp_path):
+    # 10c1e0f: the report's job read every results folder beside its own, and a LeNet-only
+    # folder there failed a valid MLP run at its last job ("Number of columns must be a
+    # positive integer, not 0"); a job reads its declared inputs alone
+    workdir, _ = run
+    alone, beside = tmp_path / "alone", tmp_path / "beside"
+    for copy in (alone, beside):
+        shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns(".nadpipe"))
+    foreign = beside / "results-lenet"
+    shutil.copytree(workdir / "results", foreign)
+    summary = pd.read_parquet(foreign / "nad_pairs/summary.parquet")
+    summary.loc[:, "arch"] = "lenet_wide"  # no cell in common with the run
+    summary.to_parquet(foreign / "nad_pairs/summary.parquet")
+    pages = []
+    for copy in (alone, beside):
+        snakemake(copy, "--cores", "1", "--forcerun", "report_landing", "resolved_config")
+        report = copy / "results/report"
+        pages.append({p.name: p.read_bytes() for p in sorted(report.iterdir()) if p.is_file()})
+    assert pages[0] == pages[1] and "landing.rst" in pages[0]
+    # the two folders side by side, when asked: no cell in common, said in words
+    out = subprocess.run([sys.executable, "-m", "nadpipe.cli", "diff", str(beside / "results"),
+                          str(foreign), "--figure", str(tmp_path / "d.png")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "nad_pairs: no cell in common (other architectures or NAD indices)" in out.stdout
+    assert not (tmp_path / "d.png").exists()
+    # a figure path that cannot be one is refused before any work
+    out = subprocess.run([sys.executable, "-m", "nadpipe.cli", "diff", str(beside / "results"),
+                          str(foreign), "--figure", str(tmp_path / "change.txt")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode != 0 and "--figure" in out.stderr and ".png: the figure" in out.stderr
+    assert not (tmp_path / "change.txt").exists()
 
 
 def test_a_run_records_what_each_job_cost_and_a_dry_run_prices_from_it(run, tmp_path):

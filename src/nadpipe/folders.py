@@ -145,6 +145,9 @@ def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
         }
         if study not in paired:
             continue
+        if paired[study].empty:  # both ran it, on other architectures or cells
+            studies[study]["apart"] = True
+            continue
         key = ["arch", "nad_i", "nad_j"]
         for row in paired[study].to_dict("records"):
             span = [
@@ -207,7 +210,8 @@ def diff_figures(
 
     written = []
     paired = cell_pairs(a, b) if paired is None else paired
-    for k, (study, both) in enumerate(paired.items()):
+    common = [(study, both) for study, both in paired.items() if not both.empty]
+    for k, (study, both) in enumerate(common):
         path = output if k == 0 else str(Path(output).with_suffix(f".{study}.png"))
         verdict_change(both, (Path(a).name, Path(b).name), study, path)
         written.append(path)
@@ -221,6 +225,8 @@ def diff_text(d: dict) -> str:
         "  the same config"
     ]
     for study, found in d["studies"].items():
+        if found.get("apart"):
+            lines.append(f"  {study}: no cell in common (other architectures or NAD indices)")
         if found["a"] == found["b"]:
             lines.append(f"  {study}: the same findings")
             continue

@@ -29,7 +29,6 @@ CONFIG = "{root}/config.yaml"
 CONFIG_PAGE = "{root}/report/config.html"
 LANDING = "{root}/report/landing.rst"
 SUMMARY_TABLE = "{root}/report/summary_{study}.html"
-RUNS_PAGE = "{root}/report/runs.html"
 # what else a run writes: its jobs' logs and benchmark tables, its run lock and what it knows of
 # its config files; under the results folder, so that two configs never share them
 LOGS = "{root}/logs"

@@ -212,13 +212,10 @@ def landing_page(
     nads: list[str],
     output: str,
     figures: list[str] = (),
-    runs: str | None = None,
 ) -> None:
     """Write the landing page's reStructuredText from the run's config and results, with the
-    headline `figures` (grid.Plan.headline_figures) under the headline numbers; and, to `runs`,
-    the page of the runs beside it (`runs_page`)."""
-    if runs is not None:
-        runs_page(os.path.dirname(os.path.dirname(os.path.abspath(output))), runs)
+    headline `figures` (grid.Plan.headline_figures) under the headline numbers. It reads this
+    run's files alone: the same run gives the same page whatever lies beside its folder."""
     parts = [
         "nadpipe: which of several equally good solutions an architecture learns",
         "=" * 72,
@@ -284,37 +281,38 @@ CALLOUT = (
 )
 
 
-def runs_page(results: str, output: str, most: int = 6) -> None:
-    """The report's page of every results folder beside `results` (nadpipe.folders.side_by_side
-    of its parent: the keys that differ, what each found, when, by which version), and, for the
-    `most` newest of them that ran a D(v1) ⊕ D(v2) study of this one, its cells against this
-    run's (nadpipe.folders.diff: the cells that changed, and the figure)."""
-
-    here = Path(results).resolve()
-    found = folders.side_by_side(here.parent)
+def runs_page(directory: str, output: str, against: str | None = None, most: int = 6) -> None:
+    """A page of every results folder in `directory` (nadpipe.folders.side_by_side: the keys
+    that differ, what each found, when, by which version), written by `nadpipe runs --html`,
+    never by a run; with `against`, one of them, marked, and for the `most` newest others that
+    ran a D(v1) ⊕ D(v2) study of it, their cells against its (nadpipe.folders.diff: the cells
+    that changed, and the figure)."""
+    where = Path(directory).resolve()
+    here = Path(against).resolve() if against else None
+    found = folders.side_by_side(where)
     head = ["folder", "made", "nadpipe", "studies", "cells", "keys that differ", "what it found"]
     rows = []
     for r in found:
-        mine = r["folder"] == here.name
+        mine = here is not None and r["folder"] == here.name
         keys = "<br>".join(f"{escape(k)}: {escape(repr(v))}" for k, v in r["differs"].items())
         said = "<br>".join(escape(f) for f in r["findings"]) or "(no finding stated)"
         cells = [
-            f"<b>{escape(r['folder'])}/</b> (this run)" if mine else f"{escape(r['folder'])}/",
+            f"<b>{escape(r['folder'])}/</b> (compared)" if mine else f"{escape(r['folder'])}/",
             r["made"], ", ".join(r["versions"]) or "?", ", ".join(r["studies"]),
             str(r["cells"]), keys or "(none)", said,
         ]  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     parts = [
-        f"<h3>Every results folder in {escape(str(here.parent))}, side by side</h3>",
+        f"<h3>Every results folder in {escape(str(where))}, side by side</h3>",
         '<table class="nadpipe-summary"><thead><tr>'
         + "".join(f"<th>{h}</th>" for h in head)
         + "</tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>",
     ]
-    others = sorted((r for r in found if r["folder"] != here.name), key=lambda r: r["made"])
-    for r in others[::-1][:most]:
-        other = here.parent / r["folder"]
+    others = [] if here is None else [r for r in found if r["folder"] != here.name]
+    for r in sorted(others, key=lambda r: r["made"])[::-1][:most]:
+        other = where / r["folder"]
         paired = folders.cell_pairs(here, other)  # read once: the text and the figure
         if not paired:
             continue

@@ -69,12 +69,6 @@ rule report_landing:
         config=path(npath.CONFIG),
     output:
         landing=path(npath.LANDING),
-        runs=report(
-            path(npath.RUNS_PAGE),
-            caption="../report/runs.rst",
-            category="Runs side by side",
-            labels={"architecture": "all", "figure": "runs"},
-        ),
     log:
         logs("report_landing.log"),
     conda:

@@ -1,5 +1,4 @@
-"""The report's landing page: what ran and the headline numbers of this run; and its page of
-the runs beside it."""
+"""The report's landing page: what ran and the headline numbers of this run."""
 
 from nadpipe.jobtable import run_job
 
@@ -11,6 +10,5 @@ run_job(
     list(sm.input.nads),
     sm.output.landing,
     list(sm.input.figures),
-    runs=sm.output.runs,
     log=sm.log[0],
 )

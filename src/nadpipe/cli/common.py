@@ -101,22 +101,21 @@ OUT_SUFFIXES = {
 }
 
 
-def writable(out: Path, suffixes: dict[str, str] = OUT_SUFFIXES) -> None:
-    """Refuse an --out that cannot be written, before any work: a wrong suffix, a directory, a
-    place this process cannot create a file in (probed by creating one there)."""
-
+def writable(out: Path, suffixes: dict[str, str] = OUT_SUFFIXES, flag: str = "--out") -> None:
+    """Refuse a `flag` (--out, --figure, ...) that cannot be written, before any work: a wrong
+    suffix, a directory, a place this process cannot create a file in (probed there)."""
     if out.is_dir():
-        example = out / f"nads{next(iter(suffixes))}"
-        raise Refused(f"--out {out} is a directory; give a file name, e.g. {example}")
+        example = out / f"{'nads' if flag == '--out' else 'page'}{next(iter(suffixes))}"
+        raise Refused(f"{flag} {out} is a directory; give a file name, e.g. {example}")
     if out.suffix not in suffixes:
         kinds = "; ".join(f"{k}: {v}" for k, v in suffixes.items())
-        raise Refused(f"--out {out}: use one of these suffixes ({kinds})")
+        raise Refused(f"{flag} {out}: use one of these suffixes ({kinds})")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}."):
             pass
     except OSError as e:
-        raise Refused(f"--out {out}: cannot write into {out.parent} ({e.strerror or e})") from e
+        raise Refused(f"{flag} {out}: cannot write into {out.parent} ({e.strerror or e})") from e
 
 
 UNCONVERGED = 3  # the exit status of --strict for NADs that did not converge

@@ -7,14 +7,23 @@ import json
 from pathlib import Path
 
 from .. import folders
-from .common import AS_JSON, Refused
+from .common import AS_JSON, Refused, writable
 
 
 def cmd_runs(args) -> int:
     if not Path(args.directory).is_dir():
         raise Refused(f"{args.directory} is no directory")
+    if args.against is not None and not (Path(args.against) / "config.yaml").is_file():
+        raise Refused(f"--against {args.against}: no results folder (it has no config.yaml)")
+    if args.html is not None:
+        writable(Path(args.html), {".html": "the page"}, "--html")  # before any work
     found = folders.side_by_side(args.directory)
     print(json.dumps(found, default=str) if args.json else folders.text(found))
+    if args.html is not None:
+        # deferred: it loads pandas and matplotlib, which importing the cli does not
+        from ..report import runs_page
+
+        runs_page(args.directory, args.html, args.against)
     return 0
 
 
@@ -22,6 +31,8 @@ def cmd_diff(args) -> int:
     for folder in (args.a, args.b):
         if not (Path(folder) / "config.yaml").is_file():
             raise Refused(f"{folder} is no results folder (it has no config.yaml)")
+    if args.figure:
+        writable(Path(args.figure), {".png": "the figure"}, "--figure")  # before any work
     paired = folders.cell_pairs(args.a, args.b)  # read once: the text and the figure
     found = folders.diff(args.a, args.b, paired)
     if args.figure:
@@ -49,3 +60,13 @@ def runs_arguments(c: argparse.ArgumentParser) -> None:
         "directory", nargs="?", default=".", help="where the results folders are (default .)"
     )
     c.add_argument("--json", action="store_true", help=AS_JSON)
+    c.add_argument(
+        "--html",
+        metavar="PAGE",
+        help="also write the folders side by side as an HTML page (PAGE.html)",
+    )
+    c.add_argument(
+        "--against",
+        metavar="FOLDER",
+        help="with --html: mark this results folder and compare the others' cells with its",
+    )
