@@ -10,6 +10,7 @@ from torch import nn
 from nadpipe.models import (
     DIFFERENCES,
     REGISTRY,
+    KwargsError,
     ModelError,
     build_model,
     check_model,
@@ -158,6 +159,17 @@ def test_mlp_hidden_widths_come_from_kwargs():
     net = build_model("mlp", 2, 2, {"hidden": [7, 5, 3]})
     widths = [m.out_features for m in net.modules() if isinstance(m, nn.Linear)]
     assert widths == [7, 5, 3, 2]
+
+
+def test_an_mlp_without_hidden_layers_is_a_linear_model_and_passes_its_check():
+    # 10c1e0f refused hidden: [] as "a list; it takes a list of integers" (0.12 ran it)
+    spec = ModelSpec("mlp", {"hidden": []}, Shape(1, 32, 32), 2)
+    check_model(spec)
+    widths = [m.out_features for m in build_model("mlp", 1, 2, {"hidden": []}).modules()
+              if isinstance(m, nn.Linear)]  # fmt: skip
+    assert widths == [2]
+    with pytest.raises(KwargsError, match=r"hidden is 32, an integer; it takes a list of"):
+        check_model(ModelSpec("mlp", {"hidden": 32}, Shape(1, 32, 32), 2))
 
 
 def test_user_model_from_module_path(tmp_path, monkeypatch):
