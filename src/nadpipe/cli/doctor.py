@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import __version__, acceptance
 from ..cifar_files import missing_files
-from ..provenance import source_hash
+from ..provenance import PACKAGE, source_hash
 from ..runner.slots import describe, pool, slot_count, visible_gpus
 
 
@@ -57,7 +57,7 @@ def cmd_doctor(args) -> int:
         return acceptance.gpu_window(scratch)
 
     lines = [
-        f"nadpipe {__version__} (library source {source_hash()}) at {Path(__file__).parent}",
+        f"nadpipe {__version__} (library source {source_hash()}) at {PACKAGE}",
         f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPU cores",
     ]
     # deferred: it loads torch, which importing the cli does not
@@ -130,7 +130,7 @@ def cmd_config(args) -> int:
     # deferred: it loads jsonschema, which importing the cli does not
     from ..config import reference_table
 
-    schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+    schema = PACKAGE.parents[1] / "workflow" / "schemas" / "config.schema.yaml"
     if not schema.exists():
         print(
             "nadpipe config: the schema lives in the checkout (workflow/schemas/); run from it",
