@@ -5,20 +5,16 @@ import os
 import tempfile
 from pathlib import Path
 
-# Two test processes share two cores, each runs torch's threads, and each starts Snakemake runs
-# whose jobs run torch's threads too: more threads than cores. OpenMP threads that spin while they
-# wait for work (libgomp's default) burn the core another process needs. Passive waiting changes
-# no result, only how idle threads wait; libgomp reads it once, when `import torch` loads it, so
-# it is set before that, here and for every process the tests start. Measured side by side on 2
-# cores (Intel Xeon): test_cifar, test_readme, test_protocols and test_studies
-# took 228 s (425 CPU-seconds) with the jobs spinning against 136 s (245) with them passive. (A
-# real run is not oversubscribed: Snakemake gives its jobs at most --cores threads, and the
-# default study took 189 s spinning, 195 s passive.)
-os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+# Two test processes share two cores and start Snakemake runs whose jobs run torch's threads
+# too: more threads than cores. nadpipe sets how torch's threads wait when it is imported, before
+# torch (nadpipe.threads); the test process imports it first for the same reason, and every
+# process the tests start imports nadpipe before torch.
+import nadpipe  # noqa: F401
 
-import matplotlib  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402  (loads libgomp, which reads the setting above)
+# isort: split
+import matplotlib
+import pytest
+import torch
 
 # the stand-in accelerator: its import registers it, before any test's first backward pass
 # (where there is no CUDA: tests/standin.py says why)

@@ -5,3 +5,7 @@ The version below is the one place it is stated (pyproject.toml reads it from he
 """
 
 __version__ = "0.13.2"
+
+from . import threads  # noqa: E402  -- first: torch must not load before this
+
+threads.settle()  # how torch's threads wait and how many, before any module loads torch

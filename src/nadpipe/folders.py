@@ -142,11 +142,9 @@ def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
         studies[study] = {
             "a": [f for f in one["findings"] if f.startswith(f"{study}: ")],
             "b": [f for f in two["findings"] if f.startswith(f"{study}: ")],
+            "apart": study in paired and paired[study].empty,  # other architectures or cells
         }
-        if study not in paired:
-            continue
-        if paired[study].empty:  # both ran it, on other architectures or cells
-            studies[study]["apart"] = True
+        if study not in paired or paired[study].empty:
             continue
         key = ["arch", "nad_i", "nad_j"]
         for row in paired[study].to_dict("records"):

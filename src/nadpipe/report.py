@@ -282,11 +282,9 @@ CALLOUT = (
 
 
 def runs_page(directory: str, output: str, against: str | None = None, most: int = 6) -> None:
-    """A page of every results folder in `directory` (nadpipe.folders.side_by_side: the keys
-    that differ, what each found, when, by which version), written by `nadpipe runs --html`,
-    never by a run; with `against`, one of them, marked, and for the `most` newest others that
-    ran a D(v1) ⊕ D(v2) study of it, their cells against its (nadpipe.folders.diff: the cells
-    that changed, and the figure)."""
+    """Every results folder in `directory` side by side (nadpipe.folders), for `nadpipe runs
+    --html`, never by a run; with `against`, that one marked, and the cells of the `most`
+    newest others against its (nadpipe.folders.diff: the cells that changed, the figure)."""
     where = Path(directory).resolve()
     here = Path(against).resolve() if against else None
     found = folders.side_by_side(where)

@@ -13,7 +13,7 @@ import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .. import __version__, acceptance
+from .. import __version__, acceptance, threads
 from ..cifar_files import missing_files
 from ..provenance import PACKAGE, source_hash
 from ..runner.slots import describe, pool, slot_count, visible_gpus
@@ -49,6 +49,15 @@ def missing_packages() -> list[str]:
     ]
 
 
+def _threads_line() -> str:
+    spin = os.environ.get("GOMP_SPINCOUNT")
+    cores = threads.cores_here()
+    return (
+        f"torch's threads spin {spin} rounds before they sleep (nadpipe.threads); this process "
+        f"may use {cores} of the machine's {os.cpu_count()} cores"
+    )
+
+
 def cmd_doctor(args) -> int:
     """What a bug report needs: versions, devices, GPU slots, Slurm, CIFAR-10; with --gpu, the
     acceptance check of this machine's GPU (nadpipe.acceptance)."""
@@ -59,6 +68,7 @@ def cmd_doctor(args) -> int:
     lines = [
         f"nadpipe {__version__} (library source {source_hash()}) at {PACKAGE}",
         f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPU cores",
+        f"threads: {threads.said() or _threads_line()}",
     ]
     # deferred: it loads torch, which importing the cli does not
     import torch

@@ -7,6 +7,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from .. import threads
 from ..backend import Backend, DeviceError, setup
 from ..convergence import verdict
 from ..estimators import ESTIMATORS, described
@@ -70,6 +71,8 @@ def cmd_nads(args) -> int:
     except DeviceError as e:
         raise Refused(str(e)) from e
     say(f"NADs of {spec.describe()} with {settings} on {device}")
+    if threads.said():
+        say(threads.said())
     advice = "raise --n-networks (now {n})"
     try:
         if args.shards is None:

@@ -44,18 +44,8 @@ def cmd_search(args) -> int:
             "`nadpipe search --dry-run` says what round 1 would run"
         )
     try:
-        s = ns.prepare(
-            args.configfile,
-            args.study,
-            args.arch,
-            args.axis,
-            args.rounds,
-            args.cores,
-            extra,
-            args.results,
-            args.budget_minutes,
-            args.resume,
-        )
+        s = ns.prepare(args.configfile, args.study, args.arch, args.axis, args.rounds, args.cores,
+                       extra, args.results, args.budget_minutes, args.resume)  # fmt: skip
     except ns.SearchError as e:
         raise Refused(str(e)) from None
     if args.dry_run:

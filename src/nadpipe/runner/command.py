@@ -37,7 +37,7 @@ from typing import Any
 
 from snakemake.logging import logger
 
-from .. import verdicts
+from .. import threads, verdicts
 from ..backend import CUBLAS_WORKSPACE
 from ..config import ConfigError
 from ..io import program, save_json, set_run_values
@@ -107,6 +107,8 @@ class Command:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         if self.main and self.slots:
             logger.info(f"nadpipe: {slots.describe(self.slots)}")
+        if self.main and threads.said():  # the user's own OpenMP settings, left alone
+            logger.info(f"nadpipe: {threads.said()}")
 
     def _check_command(self) -> None:
         """What the main process checks of its command before any job: --config repeated, a
