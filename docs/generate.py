@@ -115,6 +115,12 @@ CONFIG = [
     ("a NAD file with NADs as columns", {"architectures": {"lenet": {"nads_file": "cols.npy"}}}),
     ("a NAD file whose rows are not orthonormal",
      {"architectures": {"lenet": {"nads_file": "scaled.npy"}}}),
+    ("a NAD index the NAD file lacks (a published basis holds 1023)",
+     {"architectures": {"lenet": {"nads_file": "published.npy"}},
+      "nad_pairs": {"architectures": ["lenet"], "indices": [0, 1023]}}),
+    ("an MLP kwarg list of another kind (an empty list passes: a linear model)",
+     {"architectures": {"m": {"model": "mlp", "kwargs": {"hidden": ["wide"]}}},
+      "nad_pairs": {"architectures": ["m"]}}),
     ("a NAD band past the last NAD",
      {"analysis": {"nad_bands": {"enabled": True, "bands": [[0, 9], [10, 1024]]}}}),
     ("cross-section pair not in the grid",
@@ -209,6 +215,7 @@ def _workdir() -> str:
     q = np.linalg.qr(np.random.default_rng(0).standard_normal((1024, 1024)))[0]
     np.save(Path(here, "cols.npy"), q[:, :10])
     np.save(Path(here, "scaled.npy"), 3 * q.T[:10])
+    np.save(Path(here, "published.npy"), q.T[:1023].astype(np.float32))  # the authors' shape
     for name, (_, rows, _) in REFERENCES.items():
         pd.DataFrame(rows).to_csv(Path(here, f"{name}.csv"), index=False)
     return here
