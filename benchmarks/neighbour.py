@@ -2,7 +2,8 @@
 study, on an idle machine and beside 1, 2 and 4 busy PyTorch processes (small matmuls with
 torch's default threads, each stopped after --limit seconds), under each way of waiting given.
 Prints one table: wall seconds and CPU-seconds of the measured command (its own and its
-children's), per way and load. Run from the checkout, with nothing else running:
+children's; for the study, its jobs' own), per way and load. Run from the checkout, with
+nothing else running:
 
     .venv/bin/python benchmarks/neighbour.py --networks 200 1100 --busy 0 1 2 4 --study
 
@@ -14,6 +15,7 @@ user's setting; "nadpipe" sets nothing, so nadpipe's own choice applies (nadpipe
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -33,21 +35,24 @@ WAYS = {
     "shipped": {"GOMP_SPINCOUNT": "300000"},
     "nadpipe": {},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
-    "spin1k": {"GOMP_SPINCOUNT": "1000"},
-    "spin10k": {"GOMP_SPINCOUNT": "10000"},
-    "spin30k": {"GOMP_SPINCOUNT": "30000"},
 }
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def measured(argv: list[str], env: dict, cwd: str) -> tuple[float, float]:
-    """(wall s, CPU-s) of one command and the processes it waited for."""
+    """(wall s, CPU-s) of one command: the processes it waited for; for a workflow run, its
+    jobs' own CPU-seconds as the run recorded them (results/.nadpipe/costs.jsonl), since the
+    warm job server's children are not waited for by the command's process."""
+    costs = Path(cwd, "results", ".nadpipe", "costs.jsonl")
+    seen = len(costs.read_text().splitlines()) if costs.exists() else 0
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if costs.exists():
+        cpu = sum(json.loads(line)["cpu"] for line in costs.read_text().splitlines()[seen:])
     return wall, cpu
 
 

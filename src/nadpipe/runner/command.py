@@ -80,6 +80,7 @@ class Command:
         self.plan, self.results, self.warnings = plan, results, warnings
         self.pricer, self.serve = pricer, serve
         self.workflow = workflow
+        self.argv = surface.command_line()  # read once, here; handed to what needs it
         self.since = time.time()
         self._shared: dict[str, Any] = {}  # path -> what start() writes there for the jobs
         self.server = None  # the warm job server (worker), from start() to end()
@@ -114,7 +115,7 @@ class Command:
         """What the main process checks of its command before any job: --config repeated, a
         run going on, a results folder of another config; the run's options for the commands
         the jobs suggest; the run's end (or, for a dry run, its price) hooked up."""
-        argv = surface.command_line()
+        argv = self.argv
         refused = lifecycle.repeated_config(argv)
         if refused:
             raise lifecycle.CommandRefused(refused)
@@ -169,14 +170,14 @@ class Command:
         try:
             jobs = surface.planned_jobs(self.workflow)
             elsewhere = self.accelerated or not self.local
-            return self.pricer.line(jobs, surface.cores(self.workflow), elsewhere)
+            return self.pricer.line(jobs, surface.cores(self.workflow, self.argv), elsewhere)
         except Exception as e:  # noqa: BLE001 -- the dry run said what it had to say
             return f"nadpipe: no cost estimate ({type(e).__name__}: {e})"
 
     def forced(self) -> frozenset[str]:
         """The rules this command reruns whatever their outputs (--forcerun, -R; "all" for
         -F): from its command line, as Snakemake reads it."""
-        return surface.forced(surface.command_line()) if self.main else frozenset()
+        return surface.forced(self.argv) if self.main else frozenset()
 
     def shared(self, path: str, make: Any) -> Any:
         """What the main process plans as `make()` and the jobs Snakemake starts elsewhere (a
@@ -197,7 +198,7 @@ class Command:
         jobs share before any job, remember the model checks that passed, start the warm job
         server."""
 
-        lifecycle.take_lock(self.results)
+        lifecycle.take_lock(self.results, self.argv)
         if self.owners is not None:
             lifecycle.write_owner(self.results, self.owners)
         for path, value in self._shared.items():

@@ -130,7 +130,7 @@ def run_options(argv: list[str]) -> list[str]:
     return out
 
 
-def take_lock(results: str = "results") -> str:
+def take_lock(results: str = "results", argv: list[str] | None = None) -> str:
     """Hold the run lock of the results folder `results` (flock) for this process's lifetime;
     the kernel releases it however the process ends. Raise RunInProgress naming the holder when
     another process has it. Returns what the last holder wrote into it (its pid, start and
@@ -150,7 +150,7 @@ def take_lock(results: str = "results") -> str:
     last = f.read().strip()
     f.seek(0)
     f.truncate()
-    argv = surface.command_line()
+    argv = surface.command_line() if argv is None else argv
     f.write(
         f"snakemake pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}: "
         f"{' '.join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv))}\n"

@@ -53,7 +53,7 @@ def probe(workflow: Any) -> list[str]:
         "forget_job_record": record,
         "forced": lambda: forced(["snakemake", "-R", "x", "-F"]) == {"x", "all"} or 1 / 0,
         "on_nothing_to_do": nothing,
-        "cores": lambda: cores(workflow),
+        "cores": lambda: cores(workflow, command_line()),
     }
     failed = []
     for name, check in checks.items():
@@ -195,13 +195,13 @@ def jobs_done(workflow: Any) -> list[tuple[str, dict, str | None]]:
     ]
 
 
-def cores(workflow: Any) -> int:
-    """The cores this command gives its jobs: --cores (or a profile's); where a dry run gave
-    none (Snakemake then plans with 1), this machine's, as the run it previews would take with
-    `--cores all`."""
+def cores(workflow: Any, argv: list[str]) -> int:
+    """The cores this command (`argv`) gives its jobs: --cores (or a profile's); where a dry
+    run gave none (Snakemake then plans with 1), this machine's, as the run it previews would
+    take with `--cores all`."""
     given = any(
         a.split("=")[0] in ("--cores", "--jobs", "-c", "-j") or a[:2] in ("-c", "-j")
-        for a in command_line()[1:]
+        for a in argv[1:]
     )
     cores = getattr(workflow.resource_settings, "cores", None)
     return int(cores if given and cores else os.cpu_count() or 1)
