@@ -115,6 +115,9 @@ CONFIG = [
     ("a NAD file with NADs as columns", {"architectures": {"lenet": {"nads_file": "cols.npy"}}}),
     ("a NAD file whose rows are not orthonormal",
      {"architectures": {"lenet": {"nads_file": "scaled.npy"}}}),
+    ("a key that takes one word beside true and false", {"nads": {"grouped": "yes"}}),
+    ("precision fp32 beside the older bf16 switch",
+     {"nad_pairs": {"train": {"precision": "fp32", "bf16": True}}}),
     ("a NAD index the NAD file lacks (a published basis holds 1023)",
      {"architectures": {"lenet": {"nads_file": "published.npy"}},
       "nad_pairs": {"architectures": ["lenet"], "indices": [0, 1023]}}),
@@ -146,6 +149,8 @@ WARNINGS = [
      {"nad_pairs": {"train_per_arch": {"resnet18": {"epochs": 3}}}}),
     ("a dipole setting with the gradient estimator",
      {"nads": {"estimator": "gradient", "step": 10.0}}),
+    ("grouped networks with the gradient estimator",
+     {"nads": {"estimator": "gradient", "grouped": True}}),
 ]  # fmt: skip
 
 # `nadpipe nads` arguments, each refused before any work

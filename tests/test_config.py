@@ -560,6 +560,23 @@ def test_the_nad_paper_search_config_is_valid_with_the_published_files_in_place(
     )
 
 
+def test_the_newer_keys_say_their_real_choices_and_conflicts():
+    # 10c1e0f: grouped: yes got "use text or true or false" (the only text is auto); grouped
+    # with the gradient estimator and precision fp32 beside bf16 true passed without a word
+    with pytest.raises(nc.ConfigError, match=r"'nads.grouped': 'yes' is not valid here; use "
+                       r"auto or true or false$"):  # fmt: skip
+        load(with_change(["nads", "grouped"], "yes"))
+    cfg = with_change(["nads"], {"estimator": "gradient", "grouped": True})
+    warnings = nc.load_config(cfg, SCHEMA)[1]
+    assert "config key 'nads.grouped' has no effect on mlp: its estimator is 'gradient' (the key " \
+           "is the dipole's)" in warnings  # fmt: skip
+    train = {"epochs": 1, "precision": "fp32", "bf16": True}
+    with pytest.raises(nc.ConfigError, match=r"'nad_pairs.train.precision': fp32 for \w+, while "
+                       r"bf16 is true there"):  # fmt: skip
+        load(with_change(["nad_pairs", "train"], train))
+    load(with_change(["nad_pairs", "train"], {**train, "precision": "bf16"}))  # they agree
+
+
 def test_a_nad_index_the_published_basis_lacks_is_refused_naming_the_file(tmp_path, monkeypatch):
     from snakemake.utils import update_config
 

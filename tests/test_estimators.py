@@ -73,6 +73,6 @@ def test_a_setting_another_estimator_reads_is_warned_about():
     for name, e in ESTIMATORS.items():
         others = {k for o in ESTIMATORS.values() for k in o.reads} - set(e.reads)
         for key in others:
-            value = {"step": 50.0, "windowed": False}[key]
+            value = {"step": 50.0, "windowed": False, "grouped": True}[key]
             _, warnings = nc.load_config({"nads": {"estimator": name, key: value}}, SCHEMA)
             assert any(f"'nads.{key}' has no effect" in w and f"'{name}'" in w for w in warnings)

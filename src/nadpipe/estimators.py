@@ -20,7 +20,7 @@ ESTIMATORS = {
     "dipole": Estimator(
         "the NAD paper's central difference (f(x0 + h e_k) - f(x0 - h e_k)) / 2h with a large "
         "step h: the published NADs",
-        reads=("step", "windowed"),
+        reads=("step", "windowed", "grouped"),
         published=True,
     ),
     "gradient": Estimator(

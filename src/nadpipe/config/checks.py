@@ -88,6 +88,18 @@ def _nads_of(cfg: Config, arch: str, count: int) -> str:
     return f"{count} NADs from {src}'s {cfg.nad_shape(arch)} inputs"
 
 
+def _check_precision(study: str, s: StudySettings) -> None:
+    """`precision: fp32` beside the older `bf16: true`: one asks float32, the other bf16."""
+    for arch in s.architectures:
+        train = s.train_for(arch)
+        if train.bf16 and train.precision == "fp32":
+            raise ConfigError(
+                f"config key '{study}.train.precision': fp32 for {arch}, while bf16 is true "
+                "there (the older switch for bf16 on an accelerator): they disagree; drop bf16 "
+                "and give precision alone"
+            )
+
+
 def _check_indices(cfg: Config, study: str, s: StudySettings) -> None:
     indices = getattr(s, "indices", None)
     if indices is None or not REGISTRY[study].needs_nads:
@@ -285,6 +297,7 @@ def check(cfg: Config, raw: dict | None = None) -> list[str]:
             check_model(cfg, name, spec)
     for study in cfg.enabled():
         _check_protocols(study, cfg.studies[study])
+        _check_precision(study, cfg.studies[study])
         _check_indices(cfg, study, cfg.studies[study])
         for arch in cfg.studies[study].architectures:
             why = REGISTRY[study].check_settings(cfg.studies[study], cfg.nad_shape(arch), arch)

@@ -134,6 +134,8 @@ def _valid(schema: dict, node: dict) -> str:
     node = _ref(schema, node)
     if "enum" in node:
         return "one of " + ", ".join(map(str, node["enum"]))
+    if "const" in node:  # the one text a key takes beside its other kinds (grouped: auto)
+        return str(node["const"])
     if "anyOf" in node:
         return " or ".join(_valid(schema, n) for n in node["anyOf"])
     kind = node.get("type")
