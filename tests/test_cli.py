@@ -331,3 +331,10 @@ def test_a_builder_without_arguments_serves_nads_everywhere_and_is_told_apart(tm
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("mine", None)
+
+
+def test_runs_against_without_a_page_is_refused(tmp_path):
+    res = nadpipe_here("runs", str(tmp_path), "--against", str(tmp_path), cwd=tmp_path, check=False)
+    assert res.returncode == 2 and "--against marks a folder on the page: give --html" in res.stderr
+    res = nadpipe_here("runs", str(tmp_path), "--html", "runs.txt", cwd=tmp_path, check=False)
+    assert res.returncode == 2 and "--html runs.txt: use one of these suffixes" in res.stderr

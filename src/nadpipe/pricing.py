@@ -23,17 +23,19 @@ class Pricer:
     def __init__(self, plan: Plan):
         self.plan = plan
 
-    def size(self, rule: str, wildcards: dict) -> cost.Size:
-        """A job's size (nadpipe.cost.size): a NAD job that puts shards together merges."""
+    def size(self, rule: str, wildcards: dict) -> tuple[cost.Size, cost.Job | None]:
+        """A job's size (nadpipe.cost.size; a NAD job that puts shards together merges) and
+        its typed job, made once."""
+        job = self.plan.job(rule, wildcards)
         arch = wildcards.get("arch")
         merges = rule == "nads" and arch is not None and bool(self.plan.nad_shards(arch))
-        return cost.size(rule, self.plan.job(rule, wildcards), merges)
+        return cost.size(rule, job, merges), job
 
     def line(self, jobs: list[tuple[str, dict]], cores: int, elsewhere: bool) -> str:
         """What a dry run's `jobs` (rule, wildcards) cost on this machine's `cores`
         (`elsewhere`: they compute on a GPU or a cluster): the line it ends with
         (nadpipe.cost.estimate)."""
-        sized = [(rule, self.size(rule, w), self.plan.job(rule, w)) for rule, w in jobs]
+        sized = [(rule, *self.size(rule, w)) for rule, w in jobs]
         later = any(rule == "nad_round" for rule, _ in jobs)
         measure = _probe if cost.probing() else None
         return cost.estimate(self.plan.root, sized, cores, measure, elsewhere, later)
@@ -41,5 +43,5 @@ class Pricer:
     def record(self, done: list[tuple[str, dict, str | None]]) -> None:
         """Record what the jobs a run finished cost (nadpipe.cost.record), for later
         estimates: (rule, wildcards, log)."""
-        sized = [(self.size(rule, w), log) for rule, w, log in done if log]
+        sized = [(self.size(rule, w)[0], log) for rule, w, log in done if log]
         cost.record(self.plan.root, sized)

@@ -13,6 +13,8 @@ from .common import AS_JSON, Refused, writable
 def cmd_runs(args) -> int:
     if not Path(args.directory).is_dir():
         raise Refused(f"{args.directory} is no directory")
+    if args.against is not None and args.html is None:
+        raise Refused("--against marks a folder on the page: give --html PAGE with it")
     if args.against is not None and not (Path(args.against) / "config.yaml").is_file():
         raise Refused(f"--against {args.against}: no results folder (it has no config.yaml)")
     if args.html is not None:
