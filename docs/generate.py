@@ -194,6 +194,56 @@ def file_messages() -> list[tuple[str, str]]:
     return out
 
 
+def _search_table(here: str) -> pd.DataFrame:
+    """A finished search's table over sigma, of lenet's single_direction fitted to nads.csv."""
+    from nadpipe import search_table
+
+    claim = search_table.claim({"single_direction": {"references": {"lenet": {
+        "file": "nads.csv", "column": "acc"}}}}, "single_direction", "lenet")  # fmt: skip
+    rows = [{"round": 1, "protocol": f"sigma{s}", "sigma": s, "cells": 6, "mean_abs_diff": d,
+             "max_abs_diff": 2 * d, "pearson": 0.9, "noise": 0.4, "learned": True,
+             "tied": False} for s, d in ((1, 2.5), (4, 3.0))]  # fmt: skip
+    return pd.DataFrame(rows).assign(**claim)
+
+
+def read_back_messages() -> list[tuple[str, str]]:
+    """(what, message) of files nadpipe wrote that come back damaged or of another run."""
+    from nadpipe import cli, search_table
+    from nadpipe.cli.common import dotted_config
+
+    here, out = _workdir(), []
+    Path(here, "nads.csv").write_text("index,acc\n0,90\n")
+    with contextlib.chdir(here):  # the reference by content, as a search reads it there
+        table = _search_table(here)
+        lenet = {k: table[k].iloc[0] for k in search_table.CLAIM}
+        for what, frame, claim in (
+            ("`nadpipe search --arch mlp --resume` given LeNet's table", table,
+             {**lenet, "arch": "mlp"}),
+            ("a search table with a negative fit", table.assign(mean_abs_diff=[-5.0, 3.0]), lenet),
+            ("a search table with a protocol twice", pd.concat([table, table.iloc[[0]]]), lenet),
+        ):  # fmt: skip
+            try:
+                search_table.check(frame, claim, ["sigma"])
+            except search_table.TableError as e:
+                out.append((what, _clean(f"nadpipe search: --resume search.csv: {e}", here)))
+            else:
+                raise AssertionError(f"accepted: {what}")
+    folder = Path(here, "results-old")
+    (folder / "nad_pairs").mkdir(parents=True)
+    (folder / "config.yaml").write_text("nads: {n_networks: 40}\n")
+    (folder / "nad_pairs/summary.parquet").write_bytes(b"PAR1 cut short")
+    with contextlib.chdir(here):
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            cli.main(["runs", "."])
+    out.append(("`nadpipe runs` beside a truncated summary (the other folders still listed)",
+                _clean(said.getvalue().strip().splitlines()[-1], here)))  # fmt: skip
+    dotted = dotted_config(["--config", "nads.n_networks=50"])
+    out.append(("a dotted key: `nadpipe search --snakemake '--config nads.n_networks=50'`",
+                f"nadpipe search: --snakemake: {dotted}"))  # fmt: skip
+    return out
+
+
 def _merged(change: dict) -> dict:
     from snakemake.utils import update_config
 
@@ -311,6 +361,19 @@ def bad_inputs_page() -> str:
         + _table(warnings, "given")
         + "\n## Files and other commands\n\n"
         + _table(file_messages(), "input")
+        + "\n## Files nadpipe wrote, read back\n\n"
+        "A file a run or a search wrote is checked against what it claims to be before it is "
+        "used; one that fails is named:\n\n"
+        + _table(read_back_messages(), "input")
+        + "\nA kept NAD chunk of another range or run, truncated, garbage, of another shape or "
+        "not finite is dropped and computed again, its path said in the job's log and on the "
+        "console. A line of the cost records or of the cached probes that is none is named, "
+        "left out, and its model measured again. A `NADPIPE_RUN` left in the environment by "
+        "another run is not this run's: the run sets its own (one that is not JSON is named). "
+        "A dotted key given to Snakemake itself (`snakemake --config nads.n_networks=50`) gets "
+        'Snakemake\'s words ("Config entry must start with a valid identifier"): it reads '
+        "`--config` before any workflow code runs. Give the key nested, in YAML: "
+        "`--config 'nads={n_networks: 50}'`; the other keys of `nads` stay.\n"
         + "\nA reference of several protocols given to `nadpipe versus` is refused until "
         "`--protocol-b` names one; a column that mixes fractions and percents, a table without "
         "a header line or without the named column: above, with the config's references.\n"

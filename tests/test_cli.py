@@ -338,3 +338,55 @@ def test_runs_against_without_a_page_is_refused(tmp_path):
     assert res.returncode == 2 and "--against marks a folder on the page: give --html" in res.stderr
     res = nadpipe_here("runs", str(tmp_path), "--html", "runs.txt", cwd=tmp_path, check=False)
     assert res.returncode == 2 and "--html runs.txt: use one of these suffixes" in res.stderr
+
+
+def _folder(root: Path, name: str, rows: int = 2) -> Path:
+    """A results folder as a run leaves it: its resolved config and a study's summary."""
+    # deferred: pandas is for these tests alone
+    import pandas as pd
+
+    folder = root / name
+    (folder / "mine").mkdir(parents=True)
+    (folder / "config.yaml").write_text(f"nads: {{n_networks: {10 + rows}}}\n")
+    rows_ = {"study": ["mine"] * rows, "arch": ["lenet"] * rows, "variant": ["v"] * rows}
+    pd.DataFrame({**rows_, "seed": list(range(rows))}).to_parquet(folder / "mine/summary.parquet")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        ("truncated", "mine/summary.parquet cannot be read (ArrowInvalid"),
+        ("config", "config.yaml cannot be read as a config (while parsing"),
+        ("list", "config.yaml holds a list, not a config's keys"),
+        ("no rows", "mine/summary.parquet has no rows: its study made no cell"),
+        ("no column", "mine/summary.parquet has no column 'seed': not a study's summary"),
+        ("directory", "mine/summary.parquet is a directory, not a file"),
+    ],
+)
+def test_a_damaged_results_folder_is_named_and_the_others_still_listed(damage, said, tmp_path):
+    # 10c1e0f: a raw traceback without the file's name, and no folder listed at all
+    good = _folder(tmp_path, "results")
+    bad = _folder(tmp_path, "results-bad", rows=0 if damage == "no rows" else 2)
+    summary = bad / "mine/summary.parquet"
+    if damage == "truncated":
+        summary.write_bytes(summary.read_bytes()[:100])
+    elif damage == "config":
+        (bad / "config.yaml").write_text("nads: [unclosed\n")
+    elif damage == "list":
+        (bad / "config.yaml").write_text("- 1\n- 2\n")
+    elif damage == "no column":
+        import pandas as pd  # deferred: pandas is for these tests alone
+
+        pd.read_parquet(summary).drop(columns="seed").to_parquet(summary)
+    elif damage == "directory":
+        summary.unlink()
+        summary.mkdir()
+        (summary / "part-0.parquet").write_bytes(b"")
+    res = nadpipe_here("runs", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0 and "Traceback" not in res.stderr
+    assert f"results-bad/: not read: {bad}/" in res.stdout and said in res.stdout, res.stdout
+    assert "results/: mine; lenet; 2 cells" in res.stdout  # the good one, as before
+    res = nadpipe_here("diff", str(good), str(bad), cwd=tmp_path, check=False)
+    assert res.returncode == 2 and res.stderr.startswith(f"nadpipe diff: {bad}/"), res.stderr
+    assert said in res.stderr and "Traceback" not in res.stderr

@@ -92,6 +92,38 @@ def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_pat
     assert (tmp_path / "cache/probes.jsonl").read_text().splitlines() == kept
 
 
+def test_a_damaged_cost_cache_is_named_entry_by_entry_and_measured_again(tmp_path):
+    # 10c1e0f: a kept probe was trusted: "about -1799993 s", "KeyError: 'key'"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**TINY, "results": "logs/x"}))
+    env = {**os.environ, "NADPIPE_CACHE": str(tmp_path / "cache"), cost.PROBES_ENV: "measure"}
+    first = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
+    # a results folder in a folder that does not exist yet is priced (10c1e0f: "no cost
+    # estimate (FileNotFoundError ...)")
+    out = first.stdout + first.stderr
+    line = re.search(r"^nadpipe: the cost of logs/x/ here: .*$", out, re.M)
+    assert line is not None and "no cost estimate" not in out, out[-2000:]
+    cache = tmp_path / "cache/probes.jsonl"
+    kept = [json.loads(r) for r in cache.read_text().splitlines()]
+    bad = [{**kept[0], "fixed": -1799993.0}, {k: v for k, v in kept[1].items() if k != "key"}]
+    cache.write_text("\n".join([*map(json.dumps, bad), "garbage", json.dumps(kept[2])]) + "\n")
+    again = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
+    out = again.stdout + again.stderr
+    said = f"{cache}: line(s) 1, 2, 3 are no probe nadpipe wrote"
+    assert said in out and "left out" in out, out[-2000:]
+    priced = re.search(r"^nadpipe: the cost of logs/x/ here: 15 jobs .*, about (\d\S*) ", out, re.M)
+    assert priced is not None and "measured now on this machine" in out  # not the damage
+    rows = [json.loads(r) for r in cache.read_text().splitlines()]
+    assert sorted(r["key"] for r in rows) == sorted(r["key"] for r in kept)
+    assert all(r["fixed"] >= 0 and r["per"] >= 0 for r in rows)
+    # a cost record that is none is left out, named; the others price
+    records = tmp_path / "logs/x/.nadpipe/costs.jsonl"
+    records.parent.mkdir(parents=True)
+    good = {"kind": "train", "arch": "mlp", "key": "k", "cpu": 2.0, "units": 4, "host": cost.host()}
+    records.write_text("\n".join([json.dumps(good), json.dumps({**good, "cpu": -1}),
+                                   json.dumps({**good, "units": "x"}), "{"]) + "\n")  # fmt: skip
+    assert cost.records(str(tmp_path / "logs/x")) == [good]
+
+
 def test_a_dry_run_priced_from_records_alone_says_what_it_did_not_price(tmp_path):
     # NADPIPE_DRY_RUN_COST=records (the suite's setting): no model measured, each said unpriced
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))

@@ -2,6 +2,7 @@
 argument named, or survived with nothing lost; never a traceback, and the exit status is true.
 Every command a message gives is run as given."""
 
+import json
 import os
 import re
 import shlex
@@ -249,3 +250,42 @@ def test_answers_say_what_is_wanted_and_how_to_give_it(tmp_path):
         "key once its module registers it: name that module under study_modules",
     ):
         nc.load_config({"toy": {"enabled": True}}, SCHEMA)
+
+
+def test_a_nadpipe_run_variable_left_in_the_environment_is_not_this_runs(tmp_path):
+    # 10c1e0f: Snakemake's JSONDecodeError, naming nothing; a valid one of another run was
+    # merged into this run's values (its batches file, its options)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
+    garbage = {**os.environ, "NADPIPE_RUN": "{garbage"}
+    res = helpers.snakemake(tmp_path, "-n", "--cores", "1", env=garbage)  # a process of its own
+    assert "the environment variable NADPIPE_RUN holds '{garbage', none of a run's values" in (
+        res.stderr
+    )
+    other = {"batches": str(tmp_path / "elsewhere/batches.json"), "options": ["--nope"],
+             "slots": [{"gpu": 7}], "study_modules": []}  # fmt: skip
+    res = helpers.snakemake(tmp_path, "--cores", "2",
+                            env={**os.environ, "NADPIPE_RUN": json.dumps(other)})  # fmt: skip
+    assert "NADPIPE_RUN" not in res.stderr and "--nope" not in res.stderr + res.stdout
+    assert not (tmp_path / "elsewhere").exists()
+    assert len(pd.read_parquet(tmp_path / "results/nad_pairs/summary.parquet")) > 0
+
+
+def test_a_dotted_config_key_is_given_nested_as_the_refusal_says(tmp_path):
+    # Snakemake refuses `--config nads.n_networks=50` before it reads the workflow, in words
+    # that name neither the key nor a way (docs/bad-inputs.md); `nadpipe search --snakemake`
+    # says the nested form (test_search), which the workflow takes as a file's value
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({**TINY, "nads": {"n_networks": 24, "seed": 3}})
+    )
+    res = snakemake(tmp_path, "-n", "--cores", "1", "--config", "nads.n_networks=50")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "Config entry must start with a valid identifier" in out
+    from nadpipe.cli.common import dotted_config  # deferred: the cli is this test's alone
+
+    said = dotted_config(["--config", "nads.n_networks=50"])
+    nested = shlex.split(said.split("in YAML: ")[1])
+    res = snakemake(tmp_path, "--cores", "1", "results/config.yaml", *nested)
+    assert res.returncode == 0, res.stderr[-2000:]
+    resolved = yaml.safe_load((tmp_path / "results/config.yaml").read_text())
+    assert resolved["nads"]["n_networks"] == 50  # typed as a file's value
+    assert resolved["nads"]["seed"] == 3  # the other keys of nads kept

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +272,9 @@ def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
         (["--axis", "sigma=1,2", "--results", "../out"], {}, "config key 'results'"),
         (["--axis", "sigma=1,2", "--snakemake=-n"], {},
          "--snakemake -n: a search runs its rounds for real; `nadpipe search --dry-run` says"),
+        (["--axis", "sigma=1,2", "--snakemake", "--config nads.n_networks=50"], {},
+         "--snakemake: --config nads.n_networks=50: Snakemake takes no dotted key; give it "
+         "nested, in YAML: --config 'nads={n_networks: 50}'"),
         (["--axis", "sigma=1,2", "--snakemake", '"unbalanced'], {},
          "--snakemake '\"unbalanced': cannot split it as a shell would (No closing quotation)"),
     ],
@@ -354,3 +358,147 @@ def test_a_search_resumes_on_another_machine_and_stops_at_its_budget(searched, t
     assert pd.read_csv(out / "search" / "search.csv").equals(after)
     again = subprocess.run(shlex.split(line), capture_output=True, text=True, cwd=other)
     assert again.returncode == 0 and "resumed from" in again.stderr, again.stderr[-2000:]
+
+
+TWO = ns._merge(CONFIG, {
+    "architectures": {"tiny2": {"model": "lenet", "nads_file": "basis.npy"}},
+    "single_direction": {"architectures": ["tiny", "tiny2"],
+                         "references": {"tiny2": {"file": "nads.csv", "column": "acc"}}},
+})  # fmt: skip
+
+
+def _edited(frame: pd.DataFrame, how: str) -> pd.DataFrame:
+    """The table of a finished search, edited as a user or a bad copy might."""
+    f = frame.copy()
+    first = f.index[0]
+    if how == "study":
+        f["study"] = "fourier"
+    elif how == "old":  # a table of nadpipe 0.14: it names no search
+        f = f.drop(columns=["arch", "study", "reference"])
+    elif how == "axis":
+        f["lr"] = 0.1
+    elif how == "twice":
+        f = pd.concat([f, f.iloc[[0]]])
+    elif how == "round text":
+        f["round"] = f["round"].astype(object)
+        f.loc[first, "round"] = "two"
+    elif how == "round half":
+        f["round"] = f["round"].astype(float)
+        f.loc[first, "round"] = 1.5
+    else:  # a fit that is no |difference|: negative, infinite, or missing where cells fit
+        f.loc[first, "mean_abs_diff"] = {"negative": -5.0, "inf": np.inf, "nan": np.nan}[how]
+    return f
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [
+        ("study", "it is another search's: its study 'fourier', not 'single_direction'"),
+        ("axis", "the axis key(s) lr beyond this search's: it is no table of a search over sigma"),
+        ("twice", "appears more than once: the table was edited"),
+        ("round text", "round 'two', not a round (1, 2, ...)"),
+        ("round half", "round 1.5, not a round (1, 2, ...)"),
+        ("negative", "mean_abs_diff is -5.0, not a |difference| in points (finite, 0 or more)"),
+        ("inf", "mean_abs_diff is inf, not a |difference| in points"),
+        ("nan", "mean_abs_diff is nan, not a |difference| in points"),
+    ],
+)
+def test_a_table_that_is_not_this_searchs_is_refused_naming_what_differs(
+    searched, how, said, tmp_path, monkeypatch, capsys
+):
+    workdir, _ = searched
+    table = pd.read_csv(workdir / "results-search-single_direction-tiny" / "search" / "search.csv")
+    monkeypatch.chdir(_workdir(tmp_path))
+    _edited(table, how).to_csv("edited.csv", index=False)
+    code = cli.main([*SEARCH, "--resume", "edited.csv"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("nadpipe search: --resume edited.csv: ") and said in err
+    assert not list(Path().glob("results*"))
+
+
+def test_a_table_names_its_search_and_another_architectures_or_reference_is_refused(
+    searched, tmp_path, monkeypatch, capsys, caplog
+):
+    workdir, _ = searched
+    table = workdir / "results-search-single_direction-tiny" / "search" / "search.csv"
+    frame = pd.read_csv(table)
+    assert set(frame["arch"]) == {"tiny"} and set(frame["study"]) == {"single_direction"}
+    assert frame["reference"].nunique() == 1  # its reference by content: the same elsewhere
+    other = _workdir(tmp_path)
+    (other / "config.yaml").write_text(yaml.safe_dump(TWO))
+    monkeypatch.chdir(other)
+    # the search of another architecture, resumed from tiny's table (at 10c1e0f: taken)
+    code = cli.main([*SEARCH[:4], "tiny2", *SEARCH[5:], "--resume", str(table)])
+    err = capsys.readouterr().err
+    assert code == 2 and "it is another search's: its arch 'tiny', not 'tiny2'" in err, err
+    # the same architecture, fitted to a reference whose numbers changed since
+    pd.read_csv("nads.csv").assign(acc=lambda d: d["acc"] - 1).to_csv("nads.csv", index=False)
+    assert cli.main([*SEARCH, "--resume", str(table)]) == 2
+    err = capsys.readouterr().err
+    assert "its reference " in err and "the reference table or its entry changed since" in err
+    # a table of nadpipe 0.14, which named no search: taken, and said so
+    _workdir(other)
+    _edited(frame, "old").to_csv("old.csv", index=False)
+    far = ns.resumed(ns.prepare([], "single_direction", "tiny", ["sigma=0.25,1,4"], 1,
+                                resume="old.csv"))  # fmt: skip
+    assert len(far) == len(frame)
+    assert "old.csv: it names no architecture, study or reference (a table of nadpipe 0.14" in (
+        caplog.text
+    )
+
+
+def _running(pid: int, born: str) -> bool:
+    """Whether the process `pid` that started at `born` (its start time, /proc/PID/stat field
+    22) still runs: not ended, not a zombie, its pid not taken by another since."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z" and fields[19] == born
+
+
+def _born(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def test_sigterm_stops_the_search_and_its_round_and_says_how_to_go_on(searched, tmp_path):
+    workdir, _ = searched
+    table = workdir / "results-search-single_direction-tiny" / "search" / "search.csv"
+    other = _workdir(tmp_path)
+    shutil.copy(table, other / "earlier.csv")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [SCRIPT, *SEARCH, "--resume", "earlier.csv"], cwd=other, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, env=env, text=True, start_new_session=True,
+    )  # fmt: skip
+    seen, round_ = [], []
+    for line in proc.stdout:
+        seen.append(line)
+        if re.search(r"INFO: round 3: \S*snakemake ", line):
+            for _ in range(100):  # the round's Snakemake, once started
+                round_ = [(c, _born(c)) for c in _children(proc.pid)]
+                if round_:
+                    break
+                time.sleep(0.1)
+            os.kill(proc.pid, signal.SIGTERM)  # nadpipe alone, as `kill` does
+            break
+    out = "".join(seen) + proc.communicate(timeout=180)[0]
+    assert proc.returncode == 130 and "Traceback" not in out, out
+    alive = [(c, Path(f"/proc/{c}/cmdline").read_text()) for c, born in round_ if _running(c, born)]
+    assert round_ and not alive, (alive, out)
+    assert "nadpipe search: interrupted in round 3, whose" in out
+    line = re.search(r"go on, here or on another machine, with: (.*)$", out, re.M)[1]
+    out_table = other / "results-search-single_direction-tiny" / "search" / "search.csv"
+    assert pd.read_csv(out_table).equals(pd.read_csv(table))  # what was measured, kept
+    # the line, as printed, goes on (one round: the budget of a test)
+    again = subprocess.run([*shlex.split(line), "--rounds", "1"], capture_output=True,
+                           text=True, cwd=other)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resumed from" in again.stderr and "measured in rounds 1 to 2" in again.stderr

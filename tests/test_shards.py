@@ -198,7 +198,23 @@ def test_a_damaged_shard_is_caught_and_a_failed_merge_keeps_the_nads_made_before
     assert res.returncode != 0 and (folder / "32-48.pt").exists()
     assert (tmp_path / NADS).read_bytes() == good
     assert "the NADs made before were put back" in res.stdout + res.stderr
+    assert "so the next run remakes them" in res.stdout + res.stderr
     assert planned(tmp_path).get("nads") == 1  # and the next run remakes them
+    # a forced merge that fails, its shards as before: the NADs put back are current, and the
+    # text says so (10c1e0f: "the next run remakes them", then "Nothing to be done")
+    config["nads"]["n_networks"] = 32
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    assert planned(tmp_path) == {}
+    res = snakemake(tmp_path, "--cores", "2", NADS, "--forcerun", "nads", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and (tmp_path / NADS).read_bytes() == good
+    assert "they are as before this run, and the next run keeps them" in out, out[-3000:]
+    assert planned(tmp_path) == {}
+    # mended as the merge's message says, then remade as the put-back message says
+    command(tmp_path, re.search(r"Rebuild it with: (.*?) \(traceback in", out)[1])
+    command(tmp_path, re.search(r"once what failed is mended, remake them with: (\S.*?)$", out,
+                                re.M)[1])  # fmt: skip
+    assert (tmp_path / NADS).read_bytes() == good
 
 
 def test_until_converged_stops_at_the_first_converged_round(tmp_path):

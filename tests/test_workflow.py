@@ -681,6 +681,14 @@ def test_a_killed_run_says_both_steps_and_its_live_jobs_and_following_it_finishe
         out = res.stdout + res.stderr
         assert "was killed" in out and "Wait for it" not in out, wrapper
         assert re.findall(r"`([^`]+)`", out.split("was killed")[1])[0] == steps[1], wrapper
+    # a command that asked for one file: the advice asks for it too (10c1e0f: the whole study,
+    # 15 jobs instead of 1)
+    target = "results/nad_pairs/summary.parquet"
+    res = subprocess.run(snakemake_command(copy, target, "--cores", "2"), capture_output=True,
+                         text=True)  # fmt: skip
+    asked = re.findall(r"`([^`]+)`", (res.stdout + res.stderr).split("was killed")[1])
+    # (its jobs stopped by now: the two steps alone)
+    assert asked[0] == steps[1] and asked[1].startswith(suggested(copy, target, "--cores", "all"))
     for step in steps[1:]:
         command(copy, step)
     assert planned(copy) == {}

@@ -4,7 +4,7 @@ good solutions it learns (a Snakemake + PyTorch pipeline, and a library).
 The version below is the one place it is stated (pyproject.toml reads it from here).
 """
 
-__version__ = "0.14.0"
+__version__ = "0.15.0"
 
 from . import threads  # noqa: E402  -- first: torch must not load before this
 

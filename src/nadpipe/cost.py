@@ -19,6 +19,7 @@ but for the probe.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .grid import EvalJob, NadJob, NadShardJob, TrainJob
-from .io import cache
+from .io import cache, save_text
+from .log import warn
 from .paths import COSTS, at
 from .settings import plain
 from .usage import clock, usage_table
@@ -137,23 +139,77 @@ def record(results: str, done: list[tuple[Size, str]]) -> None:
         f.write("\n".join(lines) + "\n")
 
 
+def _number(row: dict, key: str, least: float = 0.0) -> bool:
+    v = row.get(key)
+    return (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and (v >= least)
+    )
+
+
+def _record_ok(row) -> bool:
+    """A cost record as `record` writes it: its size's fields, CPU-seconds 0 or more."""
+    return (
+        isinstance(row, dict)
+        and all(isinstance(row.get(k), str) for k in ("kind", "key", "host"))
+        and (row.get("arch") is None or isinstance(row["arch"], str))
+        and _number(row, "cpu")
+        and _number(row, "units", 1e-9)
+    )
+
+
+def _probe_ok(row) -> bool:
+    """A kept probe as `_keep_probe` writes it: a size's key, fixed and per-unit CPU-seconds
+    0 or more."""
+    return (
+        isinstance(row, dict)
+        and isinstance(row.get("key"), str)
+        and isinstance(row.get("host"), str)
+        and _number(row, "fixed")
+        and _number(row, "per")
+    )
+
+
+def _lines(path: Path, ok) -> tuple[list[dict], list[int]]:
+    """The rows of a JSON-lines file that `ok` takes, and the numbers of the lines it does not
+    (text that is no JSON, a row of other fields, a negative or infinite figure)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return [], []
+    rows, bad = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        (rows.append(row) if ok(row) else bad.append(n))
+    return rows, bad
+
+
+def _dropped(path: Path, bad: list[int], what: str) -> None:
+    if bad:
+        lines = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+        warn(f"{path}: line(s) {lines} are no {what} nadpipe wrote (not JSON, other fields, or "
+             "a negative or infinite figure): left out")  # fmt: skip
+
+
 def records(results: str) -> list[dict]:
-    """This machine's records: of the results folder `results` and of the folders beside it."""
+    """This machine's records: of the results folder `results` and of the folders beside it;
+    a line that is no record is said and left out."""
     here = Path(results).resolve()
-    folders = [here, *(p for p in here.parent.iterdir() if p.is_dir() and p != here)]
+    beside = here.parent.iterdir() if here.parent.is_dir() else []
+    folders = [here, *(p for p in beside if p.is_dir() and p != here)]
     out = []
     for folder in folders:
-        try:
-            text = Path(at(COSTS, str(folder))).read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if row.get("host") == host() and {"kind", "arch", "key", "cpu", "units"} <= set(row):
-                out.append(row)
+        path = Path(at(COSTS, str(folder)))
+        rows, bad = _lines(path, _record_ok)
+        _dropped(path, bad, "cost record")
+        out += [r for r in rows if r["host"] == host()]
     return out
 
 
@@ -162,11 +218,15 @@ def _cache() -> Path:
 
 
 def _probed() -> dict[str, dict]:
-    try:
-        rows = [json.loads(line) for line in _cache().read_text().splitlines() if line.strip()]
-    except (OSError, ValueError):
-        return {}
-    return {r["key"]: r for r in rows if r.get("host") == host()}
+    """This machine's kept probes by key. A line that is no probe is said and removed from the
+    cache: its size is measured again."""
+    path = _cache()
+    rows, bad = _lines(path, _probe_ok)
+    if bad:
+        _dropped(path, bad, "probe")
+        with contextlib.suppress(OSError):  # no cache to mend: it is read as it is next time
+            save_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), path)
+    return {r["key"]: r for r in rows if r["host"] == host()}
 
 
 def _keep_probe(row: dict) -> None:
@@ -216,6 +276,7 @@ def price(s: Size, past: list[dict], probes: dict, probe=None) -> Price:
             fixed, per = probe()
         except Exception as e:  # noqa: BLE001 -- a probe that cannot run prices nothing
             said = str(e) if isinstance(e, ProbeTooSlow) else f"{type(e).__name__}: {e}"
+            said = said.rstrip(": ") or type(e).__name__  # never an empty reason
             # kept for this dry run, not in the probe file: every job of that key is said
             # unpriced without a probe each (a paper-sized study has 300 LeNet evaluations)
             probes[s.key] = {"key": s.key, "failed": said}

@@ -9,6 +9,9 @@ import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from .io import ArtifactError, load_parquet
 from .studies import REGISTRY
 
 
@@ -47,18 +50,48 @@ def relevant(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k.split(".")[0] not in off or k.endswith(".enabled")}
 
 
+class FolderError(ValueError):
+    """A results folder's file that cannot be read as nadpipe wrote it; the message names it."""
+
+
+SUMMARY_KEYS = ("study", "arch", "variant", "seed")  # what every study's summary has
+
+
+def _config(folder: Path) -> dict:
+    """A folder's resolved config, checked to be one."""
+    path = folder / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FolderError(f"{path} cannot be read as a config ({why})") from None
+    if config is not None and not isinstance(config, dict):
+        raise FolderError(f"{path} holds a {type(config).__name__}, not a config's keys")
+    return config or {}
+
+
+def _summary(path: Path):  # -> pandas.DataFrame
+    """A study's summary, checked to hold rows of a study's cells."""
+    try:
+        df = load_parquet(path)
+    except ArtifactError as e:
+        raise FolderError(str(e)) from None
+    if df.empty:
+        raise FolderError(f"{path} has no rows: its study made no cell")
+    missing = [k for k in SUMMARY_KEYS if k not in df]
+    if missing:
+        raise FolderError(f"{path} has no column {missing[0]!r}: not a study's summary")
+    return df
+
+
 def describe(folder: Path) -> dict:
     """One results folder: its config (dotted, the keys of the studies it left off dropped:
     `relevant`), studies, architectures, cells, findings, the newest summary's time and the
-    nadpipe versions that made its cells."""
-    # deferred: they load pandas and yaml, which importing folders does not
-    import pandas as pd
-    import yaml
-
-    config = relevant(flat(yaml.safe_load((folder / "config.yaml").read_text()) or {}))
+    nadpipe versions that made its cells. FolderError names a file that cannot be read."""
+    config = relevant(flat(_config(folder)))
     studies, archs, cells, found, versions, newest = [], set(), 0, [], set(), 0.0
     for path in sorted(folder.glob("*/summary.parquet")):
-        df = pd.read_parquet(path)
+        df = _summary(path)
         study = str(df["study"].iloc[0])
         studies.append(study)
         archs |= set(df["arch"])
@@ -99,9 +132,15 @@ def _differ(configs: list[dict]) -> list[str]:
 def side_by_side(root: str | Path) -> list[dict]:
     """Every results folder under `root` (`describe`), with `differs`: the config keys whose
     values are not the same in all of them (`_differ`), and their values where it has them."""
-    runs = [describe(f) for f in folders(root)]
-    differ = _differ([r["config"] for r in runs])
-    for r in runs:
+    runs = []
+    for folder in folders(root):
+        try:
+            runs.append(describe(folder))
+        except FolderError as e:  # one bad folder is said; the others are still listed
+            runs.append({"folder": folder.name, "unreadable": str(e)})
+    good = [r for r in runs if "unreadable" not in r]
+    differ = _differ([r["config"] for r in good])
+    for r in good:
         r["differs"] = {k: r["config"][k] for k in differ if k in r["config"]}
     return runs
 
@@ -112,6 +151,9 @@ def text(runs: list[dict]) -> str:
         return "no results folder here (a folder with config.yaml and a study's summary.parquet)"
     lines = []
     for r in runs:
+        if "unreadable" in r:
+            lines.append(f"{r['folder']}/: not read: {r['unreadable']}")
+            continue
         version = ", ".join(r["versions"]) or "unknown"
         lines.append(
             f"{r['folder']}/: {', '.join(r['studies'])}; {', '.join(r['architectures'])}; "
@@ -178,8 +220,6 @@ def cell_pairs(a: str | Path, b: str | Path) -> dict:
     """Per D(v1) ⊕ D(v2) study both folders ran: every cell both have, its verdict and angles
     in A (columns ending _a) and in B (_b), from nadpipe.findings.cell_verdicts."""
     # deferred: it loads pandas, which importing folders does not
-    import pandas as pd
-
     from .findings import cell_verdicts
 
     out = {}
@@ -187,7 +227,7 @@ def cell_pairs(a: str | Path, b: str | Path) -> dict:
         other = Path(b) / path.parent.name / "summary.parquet"
         if not other.is_file():
             continue
-        da, db = pd.read_parquet(path), pd.read_parquet(other)
+        da, db = _summary(path), _summary(other)
         if not {"nad_i", "nad_j", "reliance_deg"} <= set(da.columns) & set(db.columns):
             continue
         key = ["arch", "nad_i", "nad_j"]

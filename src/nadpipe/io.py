@@ -19,6 +19,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .log import warn
+
 
 def derive_seed(*parts: object) -> int:
     """A 63-bit seed from any tuple of printable parts, stable across runs and platforms.
@@ -119,8 +121,29 @@ RUN_ENV = "NADPIPE_RUN"
 
 
 def run_values() -> dict:
-    """This run's values for its jobs (empty outside a workflow run)."""
-    return json.loads(os.environ.get(RUN_ENV) or "{}")
+    """This run's values for its jobs (empty outside a workflow run). A value that is none of a
+    run's (set by hand, cut short) is said once, naming the variable, and ignored."""
+    text = os.environ.get(RUN_ENV) or "{}"
+    try:
+        values = json.loads(text)
+    except ValueError:
+        values = None
+    if isinstance(values, dict):
+        return values
+    if text not in _SAID:
+        _SAID.add(text)
+        warn(f"the environment variable {RUN_ENV} holds {text[:40]!r}, none of a run's values "
+             "(nadpipe sets it for its jobs; unset it): ignored")  # fmt: skip
+    return {}
+
+
+_SAID: set[str] = set()
+
+
+def forget_run_values() -> None:
+    """A run's main process starts from no values: whatever an earlier run or a shell left in
+    the environment is not this run's."""
+    os.environ.pop(RUN_ENV, None)
 
 
 def set_run_values(**values) -> None:
@@ -228,6 +251,12 @@ def save_claimed(value: Any, claim: dict, path: str | os.PathLike) -> None:
     save_torch({"claim": claim, "value": value}, path)
 
 
+def differs(said: dict, claim: dict) -> list[str]:
+    """What a file says it is (`said`) against what it should be (`claim`), key by key, in
+    words ("arch 'lenet', not 'mlp'"); [] when they agree."""
+    return [f"{k} {said.get(k)!r}, not {v!r}" for k, v in claim.items() if said.get(k) != v]
+
+
 def load_claimed(path: str | os.PathLike, claim: dict) -> Any:
     """The value `save_claimed` wrote at `path`, if it claims to be `claim`; else an
     ArtifactError that names the file and what differs (a file of another job, another range,
@@ -240,7 +269,7 @@ def load_claimed(path: str | os.PathLike, claim: dict) -> Any:
     said = found.get("claim") if isinstance(found, dict) else None
     if not isinstance(said, dict) or "value" not in found:
         raise ArtifactError(f"{path} holds no claim of what it is: not a file nadpipe wrote here")
-    differ = [f"{k} {said.get(k)!r}, not {v!r}" for k, v in claim.items() if said.get(k) != v]
+    differ = differs(said, claim)
     if differ:
         raise ArtifactError(f"{path} is another's: its {'; '.join(differ)}")
     return found["value"]

@@ -26,8 +26,10 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from . import paths, search_table
 from .io import atomic_write, beside, load_parquet, save_text
+from .log import warn
+from .search_table import FIT
 from .studies import REGISTRY
 
 DATA_KEYS = ("eps", "eps1", "eps2", "sigma", "n_train", "n_test")  # the schema's `protocol`
@@ -168,11 +170,14 @@ def name(point: Point) -> str:
 CHECKOUT = Path(__file__).resolve().parents[2]  # the search runs the checkout's Snakefile
 SNAKEFILE = CHECKOUT / "Snakefile"
 SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
-FIT = ("cells", "mean_abs_diff", "max_abs_diff", "pearson")  # reference_* of the summary
 
 
 class SearchError(ValueError):
     """The search cannot start or go on; the message names the option, the key or the file."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, as `nadpipe search` turns it: stopped as by Ctrl-C, its round stopped too."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,11 @@ class Search:
     @property
     def out(self) -> Path:
         return Path(self.results) / "search"
+
+    @property
+    def claim(self) -> dict:
+        """What its table names: the architecture, the study, the reference (by content)."""
+        return search_table.claim(self.config, self.study, self.arch)
 
     @property
     def configfile(self) -> Path:
@@ -492,8 +502,9 @@ def job_stats(output: str) -> dict[str, int]:
 
 def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
     """The protocols a previous search measured (search.resume, its search.csv, made on any
-    machine): point -> (round, fit). Refused, naming the file, where it cannot continue this
-    search (other axes, a missing column, a protocol without a fit)."""
+    machine): point -> (round, fit). Refused, naming the file and what differs, where it is
+    another search's (architecture, study, reference, axes) or holds what no fit can be
+    (nadpipe.search_table)."""
     # deferred: it loads pandas, which importing search does not
     import pandas as pd
 
@@ -505,13 +516,12 @@ def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
     except Exception as e:  # noqa: BLE001 -- any reader's error: say which file
         raise SearchError(f"--resume {path}: cannot be read as a search table ({e})") from None
     keys = sorted(search.axes)
-    missing = [c for c in ("round", "protocol", *keys, *FIT) if c not in frame]
-    if missing:
-        raise SearchError(
-            f"--resume {path}: no column {missing[0]!r}: it is no table of a search over "
-            f"{', '.join(keys)} (its columns: {', '.join(map(str, frame.columns))}); give the "
-            "same --axis keys as the search that wrote it"
-        )
+    try:
+        notes = search_table.check(frame, search.claim, keys)
+    except search_table.TableError as e:
+        raise SearchError(f"--resume {path}: {e}") from None
+    for note in notes:
+        warn(f"--resume {path}: {note}")
     out = {}
     for row in frame.to_dict("records"):
         point = tuple((k, _value(k, str(row[k])) if row[k] == row[k] else None) for k in keys)
@@ -525,8 +535,6 @@ def resumed(search: Search) -> dict[Point, tuple[int, dict]]:
             if key in row:
                 fit[key] = row[key]
         out[point] = (int(row["round"]), fit)
-    if not out:
-        raise SearchError(f"--resume {path}: no protocol in it")
     return out
 
 
@@ -555,27 +563,14 @@ def run_round(
     say(f"round {r}: {shlex.join([*beside('snakemake'), *cmd[3:]])} (its output: {log})")
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
-        seen = ""
-        while True:
-            wait = 5.0 if deadline is None else max(0.1, min(5.0, deadline - time.monotonic()))
-            try:
-                proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if deadline is not None and time.monotonic() >= deadline:
-                say(f"round {r}: the budget is spent: stopping Snakemake (finished cells stay)")
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        try:
+            if not _follow(proc, r, log, say, deadline):
                 return False
-            now = _steps(log, seen)
-            if now != seen:
-                seen = now
-                say(f"round {r}: {now}")
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated)
+            say(f"round {r}: interrupted: stopping Snakemake (finished cells stay)")
+            # a terminal's Ctrl-C reached Snakemake too: it is stopping already
+            _stop(proc, grace=0 if isinstance(e, Terminated) else 5)
+            raise
     if proc.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise SearchError(
@@ -584,12 +579,51 @@ def run_round(
     return True
 
 
+def _stop(proc: subprocess.Popen, grace: float = 0) -> None:
+    """Stop a Snakemake round as Ctrl-C stops it (its running jobs end, finished cells stay),
+    unless it ends by itself within `grace` seconds; killed if it has not ended two minutes
+    later."""
+    try:
+        proc.wait(timeout=grace)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _follow(proc, r: int, log: Path, say, deadline: float | None) -> bool:
+    """Say a round's progress until it ends (True) or `deadline` stops it (False)."""
+    seen = ""
+    while True:
+        wait = 5.0 if deadline is None else max(0.1, min(5.0, deadline - time.monotonic()))
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if deadline is not None and time.monotonic() >= deadline:
+            say(f"round {r}: the budget is spent: stopping Snakemake (finished cells stay)")
+            _stop(proc)
+            return False
+        now = _steps(log, seen)
+        if now != seen:
+            seen = now
+            say(f"round {r}: {now}")
+    return True
+
+
 @dataclass
 class Outcome:
     """How a search ended: its table (best first), and whether its budget stopped it."""
 
     rows: list[dict]
-    stopped: str | None = None  # why the budget stopped it (None: it ran its rounds)
+    stopped: str | None = None  # why the budget or the user stopped it (None: it ran its rounds)
+    interrupted: bool = False  # Ctrl-C or SIGTERM, not the budget
 
 
 def sweep(search: Search, say: Callable[[str], None]) -> Outcome:
@@ -628,7 +662,15 @@ def sweep(search: Search, say: Callable[[str], None]) -> Outcome:
             f"({'; '.join(said(p) for p in new)}), {len(tried)} in all"
         )
         began = time.monotonic()
-        if not run_round(search, r, [p for p in tried if p not in far], say, deadline):
+        try:
+            finished = run_round(search, r, [p for p in tried if p not in far], say, deadline)
+        except KeyboardInterrupt:
+            if not rows:  # nothing measured: nothing to go on from
+                raise
+            write(search, rows, summary)
+            why = f"interrupted in round {r}, whose {len(new)} protocol(s) are unmeasured"
+            return Outcome(rows, why, interrupted=True)
+        if not finished:
             why = f"the budget ran out in round {r}, whose {len(new)} protocol(s) are unmeasured"
             if rows:
                 write(search, rows, summary)
@@ -707,7 +749,7 @@ def write(search: Search, rows: Sequence[dict], summary: str) -> None:
     from .plots_compare import search_figure
 
     keys = sorted(search.axes)
-    frame = pd.DataFrame(list(rows))
+    frame = pd.DataFrame(list(rows)).assign(**search.claim)
     search.out.mkdir(parents=True, exist_ok=True)
     atomic_write(search.out / "search.csv", lambda tmp: frame.to_csv(tmp, index=False))
     save_text(markdown(rows, keys), search.out / "search.md")

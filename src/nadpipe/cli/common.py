@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -170,3 +171,25 @@ def square_shape(d: int):
     if side * side != d:
         raise Refused(f"{d} coordinates are not a square image: give --shape C,H,W")
     return Shape(1, side, side)
+
+
+def dotted_config(argv: list[str]) -> str | None:
+    """Why a `--config` entry with a dotted key (nads.n_networks=50, Hydra's habit) in `argv`
+    cannot serve, with the nested form Snakemake takes; None when there is none. Snakemake
+    refuses such a key before it reads the workflow, in words that name neither."""
+    config = False
+    for a in argv:
+        if a.startswith("-"):
+            config = a in ("--config", "-C") or a.startswith("--config=")
+            a = a.split("=", 1)[1] if a.startswith("--config=") else ""
+        key, _, value = a.partition("=")
+        if config and "." in key:
+            *outer, last = key.split(".")
+            nested = f"{{{last}: {value}}}"
+            for k in reversed(outer[1:]):
+                nested = f"{{{k}: {nested}}}"
+            return (
+                f"--config {a}: Snakemake takes no dotted key; give it nested, in YAML: "
+                f"--config {shlex.quote(f'{outer[0]}={nested}')}"
+            )
+    return None

@@ -35,8 +35,11 @@ def cmd_diff(args) -> int:
             raise Refused(f"{folder} is no results folder (it has no config.yaml)")
     if args.figure:
         writable(Path(args.figure), {".png": "the figure"}, "--figure")  # before any work
-    paired = folders.cell_pairs(args.a, args.b)  # read once: the text and the figure
-    found = folders.diff(args.a, args.b, paired)
+    try:
+        paired = folders.cell_pairs(args.a, args.b)  # read once: the text and the figure
+        found = folders.diff(args.a, args.b, paired)
+    except folders.FolderError as e:
+        raise Refused(str(e)) from None
     if args.figure:
         found["figures"] = folders.diff_figures(args.a, args.b, args.figure, paired)
     print(json.dumps(found, default=str) if args.json else folders.diff_text(found))

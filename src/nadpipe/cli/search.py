@@ -6,11 +6,12 @@ import argparse
 import json
 import math
 import shlex
+import signal
 import sys
 
 from .. import search as ns
 from ..log import say
-from .common import Refused, program_here, without_option
+from .common import Refused, dotted_config, program_here, without_option
 
 
 def _ties(rows: list[dict]) -> str:
@@ -30,6 +31,10 @@ def _ties(rows: list[dict]) -> str:
     return "no other protocol lies within the noise (two standard errors of the test sets)"
 
 
+def _terminated(signum, frame):
+    raise ns.Terminated()
+
+
 def cmd_search(args) -> int:
     try:
         extra = shlex.split(args.snakemake)
@@ -37,6 +42,9 @@ def cmd_search(args) -> int:
         raise Refused(
             f"--snakemake {args.snakemake!r}: cannot split it as a shell would ({e})"
         ) from None
+    dotted = dotted_config(extra)
+    if dotted:
+        raise Refused(f"--snakemake: {dotted}")
     dry = [a for a in extra if a in ("-n", "--dry-run", "--dryrun") or a.startswith("--dry")]
     if dry:
         raise Refused(
@@ -50,15 +58,25 @@ def cmd_search(args) -> int:
         raise Refused(str(e)) from None
     if args.dry_run:
         return _dry_run(s)
+    signal.signal(signal.SIGTERM, _terminated)  # `kill`: stopped as Ctrl-C stops it
     try:
         outcome = ns.sweep(s, say)
     except ns.SearchError as e:
         print(f"nadpipe search: {e}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     rows = outcome.rows
     if outcome.stopped:
         again = without_option(sys.argv[1:], "--resume")
         line = shlex.join([*program_here(), *again, "--resume", str(s.out / "search.csv")])
+        if outcome.interrupted:
+            print(
+                f"nadpipe search: {outcome.stopped}. The table of what was measured is "
+                f"{s.out}/search.csv; go on, here or on another machine, with: {line}",
+                file=sys.stderr,
+            )
+            return 130
         if not rows:
             print(
                 f"nadpipe search: stopped at its budget before a round finished "
