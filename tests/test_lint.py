@@ -80,10 +80,11 @@ def test_what_nadpipe_reads_of_snakemakes_internals_exists_in_the_installed_snak
     assert PLANNED in res.stdout, res.stdout[-2000:]
 
 
-PROBE = """from nadpipe.runner.surface import on_dry_run_end, planned_jobs, probe
+PROBE = """from nadpipe.runner.surface import on_dry_run_end, own_rule_name, planned_jobs, probe
 
 print("nadpipe.runner.surface lacks:", probe(workflow))
-on_dry_run_end(lambda: print(f"nadpipe.runner.surface planned: {planned_jobs(workflow)}"))
+own = own_rule_name(workflow)
+on_dry_run_end(lambda: print(f"nadpipe.runner.surface planned: {planned_jobs(workflow, own)}"))
 
 
 rule all:

@@ -48,7 +48,7 @@ KEPT = "{root}/.nadpipe/kept"
 # computes only the rest), one folder per job, named by what decides them
 CHUNKS = "{root}/.nadpipe/chunks"
 # this run's batches, written by the main process for the jobs Snakemake starts elsewhere
-BATCHES = "{root}/.nadpipe/batches.json"
+BATCHES = "{root}/.nadpipe/batches/{digest}.json"
 # what each job a run executed cost, one JSON line a job: what a dry run prices (nadpipe.cost)
 COSTS = "{root}/.nadpipe/costs.jsonl"
 

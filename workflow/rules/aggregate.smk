@@ -1,8 +1,5 @@
-# Small text outputs for the report run where Snakemake runs (not as cluster jobs).
-localrules:
-    report_summary,
-    resolved_config,
-    report_landing,
+# Small text outputs for the report run where Snakemake runs (not as cluster jobs: each says
+# `localrule: True`, which a workflow that uses nadpipe as a module keeps with its rules).
 
 
 rule aggregate:
@@ -36,6 +33,7 @@ rule report_summary:
         ),
     log:
         logs("{study}/report_summary.log"),
+    localrule: True
     conda:
         CONDA_ENV
     script:
@@ -53,6 +51,7 @@ rule resolved_config:
         ),
     log:
         logs("config.log"),
+    localrule: True
     conda:
         CONDA_ENV
     params:
@@ -71,6 +70,7 @@ rule report_landing:
         landing=path(npath.LANDING),
     log:
         logs("report_landing.log"),
+    localrule: True
     conda:
         CONDA_ENV
     params:

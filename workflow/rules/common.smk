@@ -72,7 +72,7 @@ wildcard_constraints:
 BATCHES = [
     nb.Batch.of(b)
     for b in RUN.shared(
-        npath.at(npath.BATCHES, R),
+        "batches",
         lambda: [b.plain() for b in PLAN.batches(RUN.accelerated, RUN.forced)],
     )
     or []

@@ -5,10 +5,6 @@
 # Both rules run one script and have no params: Snakemake keeps the provenance of a temporary
 # file after removing it and reruns its maker when that provenance changes, so an ahead file
 # made once by one of them and planned later by the other must look the same.
-localrules:
-    trains_alone,
-
-
 # trains_alone (batch None), then this run's batches. A loop, since a batch's outputs are its
 # cells' ahead files, a list no wildcard pattern gives; one loop for both, since Snakemake's
 # provenance of a rule's code is its lines. A batch's job finds its cells in the run's batches
@@ -29,6 +25,7 @@ for batch in [None, *BATCHES]:
                 if batch
                 else logs("{study}/train/{arch}/{variant}_s{seed}.alone.log")
             ),
+        localrule: batch is None  # a cell's empty file: where Snakemake runs
         conda:
             CONDA_ENV
         threads: 1

@@ -3,7 +3,9 @@
 result; trains_alone leaves them empty (the cell trains in its own job)."""
 
 sm = snakemake
-if sm.rule == "trains_alone":  # one job per cell that trains alone: it imports nothing
+# a cell that trains alone has its wildcards; a batch has none (by its outputs, not its rule's
+# name, which a workflow that uses nadpipe as a module prefixes)
+if len(sm.wildcards):  # one job per cell that trains alone: it imports nothing
     for path in sm.output:
         open(path, "w").close()
 else:
@@ -12,7 +14,8 @@ else:
     from nadpipe.jobtable import run_job
     from nadpipe.log import say
 
-    batch = next(Batch.of(b) for b in load_json(run_values()["batches"]) if b["name"] == sm.rule)
+    batches = load_json(run_values()["batches"])
+    batch = next(Batch.of(b) for b in batches if set(b["aheads"]) == set(sm.output))
     summary = run_job(
         "train_together",
         list(batch.jobs),

@@ -27,6 +27,7 @@ science reaches it only through what the workflow hands it: the plan (`final_out
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -40,7 +41,14 @@ from snakemake.logging import logger
 from .. import threads, verdicts
 from ..backend import CUBLAS_WORKSPACE
 from ..config import ConfigError
-from ..io import program, save_json, set_run_values
+from ..io import (
+    forget_run_values,
+    load_json,
+    program,
+    run_values,
+    save_json,
+    set_run_values,
+)
 from ..log import WARNING
 from ..paths import BATCHES, at
 from . import lifecycle, slots, surface
@@ -82,11 +90,14 @@ class Command:
         self.workflow = workflow
         self.argv = surface.command_line()  # read once, here; handed to what needs it
         self.since = time.time()
-        self._shared: dict[str, Any] = {}  # path -> what start() writes there for the jobs
+        self._shared: list[str] = []  # the files written for the jobs, removed at the end
         self.server = None  # the warm job server (worker), from start() to end()
         self.ended = False
         self.warm = not surface.deploys_software(workflow)  # jobs run here
         self.main = surface.main_process(workflow)  # not a job started elsewhere (SLURM)
+        self.own_name = surface.own_rule_name(workflow)  # as nadpipe's rules are named now
+        if self.main:  # the values this run sets for its jobs, and no earlier run's
+            forget_run_values()
         # the config files whose name gave the results folder (None: the `results` key did)
         self.owners = None if cfg.results is not None else surface.config_files(workflow)
         if self.main:
@@ -102,7 +113,6 @@ class Command:
             backend=asdict(cfg.gpus.backend()),
             repo=str(os.path.realpath(workflow.basedir)),  # documented: the Snakefile's folder
             study_modules=list(cfg.study_modules),
-            batches=os.path.abspath(at(BATCHES, results)),
         )
         if cfg.gpus.deterministic:  # cuBLAS reads its own variable when it starts
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
@@ -121,7 +131,7 @@ class Command:
             raise lifecycle.CommandRefused(refused)
         # every command nadpipe suggests, in the jobs too, repeats the run's own options
         set_run_values(options=lifecycle.run_options(argv), program=program("snakemake", argv[0]))
-        self.warnings += lifecycle.check(self.results)
+        self.warnings += lifecycle.check(self.results, argv=argv)
         refused = self.owners is not None and lifecycle.owner_message(self.results, self.owners)
         if refused:
             raise lifecycle.CommandRefused(refused)
@@ -168,7 +178,7 @@ class Command:
         """What this dry run's jobs would cost on this machine (the plan prices them); an
         estimate that fails says so in one line and leaves the dry run as it was."""
         try:
-            jobs = surface.planned_jobs(self.workflow)
+            jobs = surface.planned_jobs(self.workflow, self.own_name)
             elsewhere = self.accelerated or not self.local
             return self.pricer.line(jobs, surface.cores(self.workflow, self.argv), elsewhere)
         except Exception as e:  # noqa: BLE001 -- the dry run said what it had to say
@@ -179,19 +189,27 @@ class Command:
         -F): from its command line, as Snakemake reads it."""
         return surface.forced(self.argv) if self.main else frozenset()
 
-    def shared(self, path: str, make: Any) -> Any:
+    def shared(self, name: str, make: Any) -> Any:
         """What the main process plans as `make()` and the jobs Snakemake starts elsewhere (a
         SLURM job parses the workflow again, later, with other files on disk) must see the same
-        (the batches: rules they run by name): made here, written to `path` (JSON) before any
-        job; read from it in those jobs (None when no run wrote it)."""
-        if self.main:
-            self._shared[path] = make()
-            return self._shared[path]
-        try:
-            with open(path) as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return None
+        (the batches: rules they run by name). Made here and, when this command runs jobs,
+        written before any job, under its digest (no other command's file is ever replaced), its
+        path in the run's values as `name`; read from there in those jobs (None when none).
+        Written as the workflow is parsed, not at Snakemake's onstart, which a module's
+        workflow never runs."""
+        if not self.main:
+            path = run_values().get(name)
+            return None if path is None else load_json(path)
+        value = make()
+        if not surface.dry_run(self.workflow):
+            text = json.dumps(value, sort_keys=True)
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            path = os.path.abspath(at(BATCHES, self.results).replace("{digest}", digest))
+            if not os.path.exists(path):
+                save_json(value, path)
+            set_run_values(**{name: path})
+            self._shared.append(path)
+        return value
 
     def start(self) -> None:
         """Snakemake's onstart: this command executes jobs. Hold the run lock, write what the
@@ -201,8 +219,6 @@ class Command:
         lifecycle.take_lock(self.results, self.argv)
         if self.owners is not None:
             lifecycle.write_owner(self.results, self.owners)
-        for path, value in self._shared.items():
-            save_json(value, path)
         verdicts.remember()
         if self.warm and os.environ.get("NADPIPE_NO_WORKER") != "1":
             self.server = self.serve(os.path.join(self.results, ".nadpipe"))
@@ -213,8 +229,11 @@ class Command:
         if self.server is not None:
             self.server.terminate()
         with contextlib.suppress(Exception):  # a record the next estimate reads, never a failure
-            self.pricer.record(surface.jobs_done(self.workflow))
+            self.pricer.record(surface.jobs_done(self.workflow, self.own_name))
         lifecycle.remove_leftovers(self.results)
+        for path in self._shared:  # this run's alone: a later run plans its own
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         back = [] if ok else lifecycle.restore_kept(self.results)
         for path in list(back):
             # Snakemake recorded the failed job's inputs and params for these outputs: without
@@ -224,9 +243,9 @@ class Command:
                 os.unlink(path)
                 back.remove(path)
         if back:
+            arch = lambda path: os.path.basename(path).split(".")[0]  # noqa: E731 -- NAD
             self.warnings.append(
-                f"the NADs made before were put back, since the job that remade them failed "
-                f"(older than their inputs, so the next run remakes them): {', '.join(back)}"
+                lifecycle.put_back_message(back, lambda p: self.plan.nad_shards(arch(p)))
             )
         outputs = self.plan.final_outputs()
         logger.info(

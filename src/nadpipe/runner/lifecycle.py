@@ -25,7 +25,7 @@ import zipfile
 from collections.abc import Callable
 
 from .. import provenance
-from ..io import snakemake_command
+from ..io import rebuild_command, snakemake_command
 from ..log import WARNING, fold
 from ..paths import AHEAD, KEPT, LOGS, OWNER, RUN_LOCK, at
 from . import surface
@@ -192,10 +192,13 @@ def locks_of(results: str, root: str = ".") -> list[str]:
     return out
 
 
-def killed_run_message(last: str, root: str = ".", results: str = "results") -> str | None:
+def killed_run_message(
+    last: str, root: str = ".", results: str = "results", argv: list[str] | None = None
+) -> str | None:
     """What to do after a run of the results folder `results` in `root` was killed (its
     Snakemake lock left behind), in one message: the steps Snakemake will ask for one after
-    another, and the killed run's jobs that are still running; None when no run was killed."""
+    another (for the targets of this command, `argv`), and the killed run's jobs that are still
+    running; None when no run was killed."""
 
     if not locks_of(results, root):
         return None
@@ -203,10 +206,11 @@ def killed_run_message(last: str, root: str = ".", results: str = "results") -> 
     if starting:  # its locks, taken before nadpipe's
         raise in_progress(f"snakemake pid {starting[0]}, starting", results)
     steps = [snakemake_command("--unlock")]
+    asked = surface.targets(argv) if argv else []  # what this command asked for, kept
     if surface.has_incomplete(root):
-        steps.append(snakemake_command("--cores", "all", "--rerun-incomplete"))
+        steps.append(snakemake_command(*asked, "--cores", "all", "--rerun-incomplete"))
     else:
-        steps.append(snakemake_command("--cores", "all"))
+        steps.append(snakemake_command(*asked, "--cores", "all"))
     alive = orphans(root, results)
     if alive:
         pids = " ".join(map(str, alive))
@@ -270,15 +274,15 @@ def _is_snakemake(cmdline: list[str]) -> bool:
     )
 
 
-def check(results: str = "results", root: str = ".") -> list[str]:
-    """The checks of every Snakemake command in `root`, as it parses the workflow: raise
-    RunInProgress while another run executes jobs that write the results folder `results`;
-    return the warnings to print (a killed run's left-overs, results made by other library
-    source). Only reads."""
+def check(results: str = "results", root: str = ".", argv: list[str] | None = None) -> list[str]:
+    """The checks of every Snakemake command in `root` (its command line `argv`), as it parses
+    the workflow: raise RunInProgress while another run executes jobs that write the results
+    folder `results`; return the warnings to print (a killed run's left-overs, results made by
+    other library source). Only reads."""
     held, last = holder(os.path.join(root, at(RUN_LOCK, results)))
     if held is not None:
         raise in_progress(held, results)
-    killed = killed_run_message(last, root, results)
+    killed = killed_run_message(last, root, results, argv)
     message = provenance.stale_message(provenance.stale(results))
     return [m for m in (killed, message) if m]
 
@@ -336,6 +340,25 @@ def restore_kept(results: str) -> list[str]:
                 os.link(path, to)
                 out.append(to)
     return out
+
+
+def put_back_message(back: list[str], inputs: Callable[[str], list[str]]) -> str:
+    """What a failed run says of the NADs it put back (`restore_kept`): remade by the next run
+    where they are older than an input of theirs (`inputs(path)`, the shards the plan merges
+    into them); else as they were, kept by the next run (a forced merge that failed), with
+    the command that remakes them once the cause is fixed."""
+    said = "the NADs made before were put back, since the job that remade them failed"
+
+    def older(path: str) -> bool:
+        made = os.path.getmtime(path)
+        return any(os.path.exists(i) and os.path.getmtime(i) > made for i in inputs(path))
+
+    if all(older(p) for p in back):
+        return f"{said} (older than their inputs, so the next run remakes them): {', '.join(back)}"
+    return (
+        f"{said}: {', '.join(back)}; they are as before this run, and the next run keeps them; "
+        f"once what failed is mended, remake them with: {rebuild_command(back[0])}"
+    )
 
 
 Findings = Callable[[list[str]], list[str]]  # what the summaries among outputs show (the plan's)
@@ -517,6 +540,8 @@ def summarise_at_exit(
             return
         with contextlib.chdir(here):
             finals = outputs()  # planned once, for both
+            if not all(os.path.exists(f) for f in finals):
+                return  # Snakemake's targets were others (a module's default rule): no claim
             bad = damaged(finals, results)
             if bad:  # no result stands on them: said, and the exit status says so
                 print(damaged_message(bad), file=sys.stderr, flush=True)

@@ -54,6 +54,8 @@ def probe(workflow: Any) -> list[str]:
         "forced": lambda: forced(["snakemake", "-R", "x", "-F"]) == {"x", "all"} or 1 / 0,
         "on_nothing_to_do": nothing,
         "cores": lambda: cores(workflow, command_line()),
+        "own_rule_name": lambda: own_rule_name(workflow)("x") == "x" or 1 / 0,
+        "targets": lambda: targets(["snakemake", "a", "--cores", "1"]) == ["a"] or 1 / 0,
     }
     failed = []
     for name, check in checks.items():
@@ -135,15 +137,27 @@ def forced(argv: list[str]) -> frozenset[str]:
     )
     if not maybe:
         return frozenset()
+    args = _parsed(argv)
+    rules = {str(r) for r in (getattr(args, "forcerun", None) or ())}
+    return frozenset(rules | ({"all"} if getattr(args, "forceall", False) else set()))
+
+
+def targets(argv: list[str]) -> list[str]:
+    """The targets a Snakemake command line asks for (files or rules; [] for the default
+    target), read with Snakemake's own argument parser (seconds: only for a message that
+    repeats them)."""
+    return [str(t) for t in (getattr(_parsed(argv), "targets", None) or ())]
+
+
+def _parsed(argv: list[str]) -> Any:
+    """`argv` as Snakemake's own parser reads it; None where it is not Snakemake's."""
     # deferred: it loads snakemake, which importing surface does not
     from snakemake.cli import get_argument_parser
 
     try:
-        args, _ = get_argument_parser().parse_known_args(argv[1:])
+        return get_argument_parser().parse_known_args(argv[1:])[0]
     except (SystemExit, Exception):  # noqa: BLE001 -- not a command line Snakemake parses
-        return frozenset()
-    rules = {str(r) for r in (getattr(args, "forcerun", None) or ())}
-    return frozenset(rules | ({"all"} if getattr(args, "forceall", False) else set()))
+        return None
 
 
 def on_nothing_to_do(said: Callable[[], None]) -> None:
@@ -177,20 +191,34 @@ def on_dry_run_end(said: Callable[[], None]) -> None:
 DRY_RUN_MSG = "This was a dry-run"
 
 
-def planned_jobs(workflow: Any) -> list[tuple[str, dict]]:
-    """The jobs a dry run's DAG holds to run: (rule, wildcards)."""
+def own_rule_name(workflow: Any) -> Callable[[str], str]:
+    """nadpipe's own name of a rule, from the name a workflow gives it (`use rule * from nadpipe
+    as nadpipe_*` names `train` nadpipe_train), as the rules being parsed now are renamed."""
+    head, _, tail = workflow.modifier.modify_rulename("\0").partition("\0")
+
+    def own(name: str) -> str:
+        inside = len(name) > len(head) + len(tail)
+        if inside and name.startswith(head) and name.endswith(tail):
+            return name[len(head) : len(name) - len(tail)]
+        return name
+
+    return own
+
+
+def planned_jobs(workflow: Any, own: Callable[[str], str]) -> list[tuple[str, dict]]:
+    """The jobs a dry run's DAG holds to run: (rule by its `own` name, wildcards)."""
     dag = workflow.dag
     jobs = set(dag.needrun_jobs(exclude_finished=False)) | set(dag.finished_jobs)
     return sorted(
-        ((j.rule.name, dict(j.wildcards_dict)) for j in jobs),
+        ((own(j.rule.name), dict(j.wildcards_dict)) for j in jobs),
         key=lambda job: (job[0], sorted(job[1].items())),
     )
 
 
-def jobs_done(workflow: Any) -> list[tuple[str, dict, str | None]]:
-    """The jobs this run finished: (rule, wildcards, its log or None)."""
+def jobs_done(workflow: Any, own: Callable[[str], str]) -> list[tuple[str, dict, str | None]]:
+    """The jobs this run finished: (rule by its `own` name, wildcards, its log or None)."""
     return [
-        (j.rule.name, dict(j.wildcards_dict), str(j.log[0]) if j.log else None)
+        (own(j.rule.name), dict(j.wildcards_dict), str(j.log[0]) if j.log else None)
         for j in workflow.dag.finished_jobs
     ]
 
