@@ -5,6 +5,9 @@ docs/pipeline.md's "Adding a study" is this test's recipe."""
 
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import pandas as pd
@@ -30,8 +33,13 @@ def test_a_study_of_its_own_runs_end_to_end_through_the_real_dag(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NADPIPE_STUDIES"}
     res = snakemake(tmp_path, "--cores", "2", env=env)
     out = res.stdout + res.stderr
-    # its findings, said at the end of the run
+    # its findings, said at the end of the run, and by `nadpipe runs` from its folder (10c1e0f:
+    # "(no finding stated)": the study is the config's module's, which it now imports)
     assert re.search(r"- toy: toy found mean test accuracy \d\.\d\d", out)
+    runs = subprocess.run([str(Path(sys.executable).parent / "nadpipe"), "runs"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    listed = next(line for line in runs.stdout.splitlines() if line.startswith("results/ "))
+    assert re.search(r"toy: toy found mean test accuracy \d\.\d\d", listed), runs.stdout
     df = pd.read_parquet(tmp_path / "results/toy/summary.parquet")
     assert set(df["toy_k"]) == {0, 3} and set(df["condition"]) == {"all"}
     assert set(df["variant"]) == {"toy-0", "toy-3"}  # its own path format

@@ -1050,7 +1050,11 @@ def test_every_results_folder_side_by_side(run, tmp_path):
     assert runs[0]["versions"] == [nadpipe.__version__]
     text = subprocess.run([sys.executable, "-m", "nadpipe.cli", "runs", str(tmp_path)],
                           capture_output=True, text=True).stdout  # fmt: skip
-    assert "results-other/: nad_pairs;" in text and f"  nads.n_networks: {n}" in text
+    # a row a folder: its studies, architectures, cells, CPU spent and first finding
+    row = next(line for line in text.splitlines() if line.startswith("results-other/ "))
+    assert " nad_pairs " in row and f" {runs[1]['cells']} " in row and ended[0] in row, text
+    assert f"differs: nads.n_networks: results/ {n - 1}, results-other/ {n}" in text
+    assert runs[0]["cpu_seconds"] > 0  # what the run's jobs took, from its cost records
     # two of them, cell by cell: one cell's models made to rely on the other channel
     summary = pd.read_parquet(tmp_path / "results-other/nad_pairs/summary.parquet")
     arch, i, j = summary.loc[summary["nad_i"] != summary["nad_j"], ["arch", "nad_i", "nad_j"]].iloc[

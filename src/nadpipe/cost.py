@@ -198,19 +198,21 @@ def _dropped(path: Path, bad: list[int], what: str) -> None:
              "a negative or infinite figure): left out")  # fmt: skip
 
 
+def records_of(folder: str | os.PathLike) -> list[dict]:
+    """The cost records of one results folder, every machine's; a line that is no record is
+    said and left out."""
+    path = Path(at(COSTS, str(folder)))
+    rows, bad = _lines(path, _record_ok)
+    _dropped(path, bad, "cost record")
+    return rows
+
+
 def records(results: str) -> list[dict]:
-    """This machine's records: of the results folder `results` and of the folders beside it;
-    a line that is no record is said and left out."""
+    """This machine's records: of the results folder `results` and of the folders beside it."""
     here = Path(results).resolve()
     beside = here.parent.iterdir() if here.parent.is_dir() else []
     folders = [here, *(p for p in beside if p.is_dir() and p != here)]
-    out = []
-    for folder in folders:
-        path = Path(at(COSTS, str(folder)))
-        rows, bad = _lines(path, _record_ok)
-        _dropped(path, bad, "cost record")
-        out += [r for r in rows if r["host"] == host()]
-    return out
+    return [r for folder in folders for r in records_of(folder) if r["host"] == host()]
 
 
 def _cache() -> Path:

@@ -5,14 +5,17 @@ resolved config (config.yaml) and its summaries; computes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from . import cost
 from .io import ArtifactError, load_parquet
-from .studies import REGISTRY
+from .studies import REGISTRY, load_modules
+from .usage import clock
 
 
 def folders(root: str | Path) -> list[Path]:
@@ -98,8 +101,7 @@ def describe(folder: Path) -> dict:
         cells += len(df.drop_duplicates(["arch", "variant", "seed"]))
         versions |= set(df["nadpipe_version"].dropna()) if "nadpipe_version" in df else set()
         newest = max(newest, path.stat().st_mtime)
-        if study in REGISTRY:
-            found += [f"{study}: {line}" for line in REGISTRY[study].findings(df)]
+        found += [f"{study}: {line}" for line in _findings(study, df, config)]
     when = datetime.datetime.fromtimestamp(newest).strftime("%Y-%m-%d %H:%M")
     return {
         "folder": folder.name,
@@ -109,8 +111,29 @@ def describe(folder: Path) -> dict:
         "findings": found,
         "made": when,
         "versions": sorted(versions),
+        "cpu_seconds": _cpu(folder),
         "config": config,
     }
+
+
+def _cpu(folder: Path) -> float | None:
+    """The CPU-seconds the jobs run in `folder` took, every run's, as its cost records say
+    (nadpipe.cost.record); None where it has none."""
+    rows = cost.records_of(folder)
+    return sum(r["cpu"] for r in rows) if rows else None
+
+
+def _findings(study: str, df, config: dict) -> list[str]:
+    """What a study's summary shows, in its study's words: a registry study's, or one of a
+    module the folder's config names (study_modules), imported from here if it can be."""
+    if study not in REGISTRY:
+        modules = config.get("study_modules") or []
+        with contextlib.suppress(Exception):  # a module not importable here: no words for it
+            load_modules([m for m in modules if isinstance(m, str)], lambda i: "study_modules")
+    if study not in REGISTRY:
+        return [f"(a study of one's own whose module is not importable here: "
+                f"{', '.join(map(str, modules)) or 'none named'})"]  # fmt: skip
+    return list(REGISTRY[study].findings(df))
 
 
 def _differ(configs: list[dict]) -> list[str]:
@@ -146,23 +169,31 @@ def side_by_side(root: str | Path) -> list[dict]:
 
 
 def text(runs: list[dict]) -> str:
-    """The table as a reader takes it in: a block per folder, its differing keys first."""
+    """The folders as a table, a row each (its first finding; `--json` has them all), then the
+    config keys whose values differ, then the folders that could not be read."""
     if not runs:
         return "no results folder here (a folder with config.yaml and a study's summary.parquet)"
-    lines = []
-    for r in runs:
-        if "unreadable" in r:
-            lines.append(f"{r['folder']}/: not read: {r['unreadable']}")
-            continue
-        version = ", ".join(r["versions"]) or "unknown"
-        lines.append(
-            f"{r['folder']}/: {', '.join(r['studies'])}; {', '.join(r['architectures'])}; "
-            f"{r['cells']} cells; made {r['made']} by nadpipe {version}"
-        )
-        for key, value in r["differs"].items():
-            lines.append(f"  {key}: {value}")
-        lines += [f"  - {f}" for f in r["findings"]] or ["  (no finding stated)"]
-    return "\n".join(lines)
+    good = [r for r in runs if "unreadable" not in r]
+    head = ["folder", "finished", "nadpipe", "studies", "architectures", "cells", "CPU", "finding"]
+    rows = []
+    for r in good:
+        more = len(r["findings"]) - 1
+        finding = (r["findings"] or ["(no finding stated)"])[0] + (f" (+{more} more)" if more > 0
+                                                                   else "")  # fmt: skip
+        cpu = "?" if r.get("cpu_seconds") is None else clock(r["cpu_seconds"])
+        rows.append([f"{r['folder']}/", r["made"], ", ".join(r["versions"]) or "?",
+                     ", ".join(r["studies"]), ", ".join(r["architectures"]), str(r["cells"]),
+                     cpu, finding])  # fmt: skip
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1]
+             for row in [head, *rows]]  # fmt: skip
+    differ = sorted({k for r in good for k in r["differs"]})
+    for key in differ:
+        values = ", ".join(f"{r['folder']}/ {r['differs'][key]!r}" for r in good
+                           if key in r["differs"])  # fmt: skip
+        lines.append(f"differs: {key}: {values}")
+    lines += [f"{r['folder']}/: not read: {r['unreadable']}" for r in runs if "unreadable" in r]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def diff(a: str | Path, b: str | Path, paired: dict | None = None) -> dict:
@@ -256,12 +287,28 @@ def diff_figures(
     return written
 
 
-def diff_text(d: dict) -> str:
-    """`diff` as a reader takes it in."""
+def diff_text(d: dict, every: bool = False) -> str:
+    """`diff` as a reader takes it in: the keys that differ, the cells whose verdict changed,
+    the findings; the cells that kept their verdict while their angles moved counted, and
+    listed when `every`."""
     lines = [f"{d['a']}/ -> {d['b']}/"]
     lines += [f"  {k}: {va} -> {vb}" for k, (va, vb) in d["differs"].items()] or [
         "  the same config"
     ]
+
+    def angle(mean: float, half: float) -> str:
+        return "n/a" if mean != mean else f"{mean:g} ± {half:g}°" if half else f"{mean:g}°"
+
+    def cell(c: dict) -> str:
+        (va, vb), (ia, ib) = c["verdict"], c["reliance_interval"]
+        return (
+            f"  {c['study']} {c['arch']} ({c['nad_i']}, {c['nad_j']}): {va} -> {vb}; reliance "
+            f"{angle(*ia)} -> {angle(*ib)}"
+        )
+
+    changed = [c for c in d["cells"] if c["verdict"][0] != c["verdict"][1]]
+    moved = [c for c in d["cells"] if c["verdict"][0] == c["verdict"][1]]
+    lines += [cell(c) for c in changed]
     for study, found in d["studies"].items():
         if found.get("apart"):
             lines.append(f"  {study}: no cell in common (other architectures or NAD indices)")
@@ -269,15 +316,13 @@ def diff_text(d: dict) -> str:
             lines.append(f"  {study}: the same findings")
             continue
         lines += [f"  - {f}" for f in found["a"]] + [f"  + {f}" for f in found["b"]]
-
-    def angle(mean: float, half: float) -> str:
-        return "n/a" if mean != mean else f"{mean:g} ± {half:g}°" if half else f"{mean:g}°"
-
-    for c in d["cells"]:
-        (va, vb), (ia, ib) = c["verdict"], c["reliance_interval"]
+    if moved and every:
+        lines.append("  cells whose verdict stayed, their reliance angles moved:")
+        lines += [cell(c) for c in moved]
+    elif moved:
         lines.append(
-            f"  {c['study']} {c['arch']} ({c['nad_i']}, {c['nad_j']}): {va} -> {vb}; reliance "
-            f"{angle(*ia)} -> {angle(*ib)}"
+            f"  {len(moved)} cell(s) kept their verdict while their reliance angles moved "
+            "(--all lists them)"
         )
     lines += [f"  the figure: {f}" for f in d.get("figures", [])]
     return "\n".join(lines)

@@ -54,8 +54,12 @@ def debug(message: str) -> None:
 
 def say(message: str) -> None:
     """One timestamped line on stderr (a log file gets one line per event, no progress
-    frames)."""
-    _logger().info(message)
+    frames); a message that starts with the warning mark (a job's summary that is a warning) is
+    said as the warning it is, not as "INFO: WARNING:"."""
+    if message.startswith(f"{WARNING} "):
+        _logger().warning(message[len(WARNING) + 1 :])
+    else:
+        _logger().info(message)
 
 
 def warn(message: str) -> None:

@@ -16,6 +16,9 @@ NAD_ROUND = "{root}/nads/rounds/{arch}/{networks}.json"
 # checks no change of a job whose inputs wait on a checkpoint, so the NAD job's own inputs are
 # these two, and a changed goal reruns the rounds that decide)
 NAD_GOAL = "{root}/nads/rounds/{arch}.json"
+# what computes NADs besides their job spec (nadpipe's source, torch, the backend): an input of
+# the NAD jobs (never a rerun: `ancient`), for Snakemake's output cache to key them by
+NAD_CODE = "{root}/.nadpipe/nad_code.json"
 NAD_CONVERGED = "{root}/nads/rounds/{arch}/converged.json"
 MODEL = "{root}/{study}/models/{arch}/{variant}_s{seed}"
 EVAL = "{root}/{study}/eval/{arch}/{variant}_s{seed}"
@@ -29,10 +32,10 @@ CONFIG = "{root}/config.yaml"
 CONFIG_PAGE = "{root}/report/config.html"
 LANDING = "{root}/report/landing.rst"
 SUMMARY_TABLE = "{root}/report/summary_{study}.html"
-# what else a run writes: its jobs' logs and benchmark tables, its run lock and what it knows of
-# its config files; under the results folder, so that two configs never share them
+# what else a run writes: its jobs' logs (and beside each, what the job used: LOG.usage.tsv), its
+# run lock and what it knows of its config files; under the results folder, so that two configs
+# never share them
 LOGS = "{root}/logs"
-BENCHMARKS = "{root}/benchmarks"
 RUN_LOCK = "{root}/.nadpipe/run.lock"
 OWNER = "{root}/.nadpipe/configfiles"
 # a one-seed cell's result trained ahead by its batch's job (empty: the cell trains alone); a

@@ -3,6 +3,7 @@ runs' cells side by side (nadpipe diff)."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib
@@ -87,8 +88,10 @@ def search_figure(table: pd.DataFrame, keys: Sequence[str], summary: str, arch: 
 
 # -- two runs' cells side by side (nadpipe diff) ----------------------------------------------
 
+# a verdict as the run's summary says it (its `verdict` column; i = j as the findings say it),
+# on two lines where it is two words
 SHORT = {"lower": "lower", "higher": "higher", "margin": "margin", "same": "i = j",
-         "edge": "edge", "tied": "tied", "not learned": "none"}  # fmt: skip
+         "edge": "edge", "tied": "tied", "not learned": "not\nlearned"}  # fmt: skip
 
 
 def verdict_change(both: pd.DataFrame, names: tuple[str, str], study: str, output: str):
@@ -123,8 +126,7 @@ def verdict_change(both: pd.DataFrame, names: tuple[str, str], study: str, outpu
                 ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=2.5,
                                            edgecolor="black"))  # fmt: skip
     fig.colorbar(im, ax=list(axes[0]), label="reliance angle, B − A (degrees)", shrink=0.8)
-    fig.suptitle(
-        f"{study}: {names[0]} (A) -> {names[1]} (B), each cell's verdict; framed: it changed",
-        fontsize=11,
-    )
+    title = f"{study}: {names[0]} (A) -> {names[1]} (B), each cell's verdict; framed: it changed"
+    width = int(fig.get_figwidth() * 11)  # characters of 11-point text the figure holds
+    fig.suptitle(textwrap.fill(title, width), fontsize=11)
     return save_figure(fig, output)

@@ -287,7 +287,7 @@ def runs_page(directory: str, output: str, against: str | None = None, most: int
     newest others against its (nadpipe.folders.diff: the cells that changed, the figure)."""
     where = Path(directory).resolve()
     here = Path(against).resolve() if against else None
-    found = folders.side_by_side(where)
+    found = [r for r in folders.side_by_side(where) if "unreadable" not in r]  # said by the text
     head = ["folder", "made", "nadpipe", "studies", "cells", "keys that differ", "what it found"]
     rows = []
     for r in found:

@@ -18,9 +18,10 @@ from pathlib import Path
 def usage(log: str | os.PathLike) -> Iterator[None]:
     """Write what the job used, measured in the process that did its work (the warm server's
     child, or the job's own process), beside its log: LOG.usage.tsv, with the columns of
-    Snakemake's benchmark tables it can vouch for (s, cpu_time, max_rss in MB). Under the warm
-    server Snakemake's own table measures the script that handed the job over (a 10-minute
-    NAD job: cpu_time 0.11, max_rss 26)."""
+    Snakemake's benchmark tables (s, cpu_time, max_rss in MB). The rules have no `benchmark:`:
+    under the warm server Snakemake's table measured the script that handed the job over (a
+    10-minute NAD job: cpu_time 0.11, max_rss 26), and a job Snakemake's output cache serves
+    can have none."""
     start, cpu_before = time.perf_counter(), used()[0]
     try:
         yield

@@ -48,11 +48,6 @@ def logs(name):
     return f"{path(npath.LOGS)}/{name}"
 
 
-def benchmarks(name):
-    """A job's benchmark table, under this run's results folder (nadpipe.paths.BENCHMARKS)."""
-    return f"{path(npath.BENCHMARKS)}/{name}"
-
-
 # The conda environment of every rule (--software-deployment-method conda); its post-deploy
 # script installs nadpipe from this checkout.
 CONDA_ENV = "../../envs/nadpipe.yaml"
@@ -126,12 +121,17 @@ def nad_rounds(w):
 def nad_inputs(w):
     """A file to read; or the shards to put together; or, until converged, what the rounds
     ask and what they took (nad_converged)."""
+    code = ancient(
+        path(npath.NAD_CODE)
+    )  # the cache's key, never a rerun (rule nad_code)
     if PLAN.nad_rounds(w.arch):
         return {
             "goal": path(npath.NAD_GOAL, arch=w.arch),
             "converged": path(npath.NAD_CONVERGED, arch=w.arch),
+            "code": code,
         }
     return {
         "nads_file": PLAN.nad_job(w.arch).file or [],
         "shards": PLAN.nad_shards(w.arch),
+        "code": code,
     }

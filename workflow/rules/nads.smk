@@ -1,11 +1,28 @@
-rule nad_shard:
+# What computes NADs besides their job spec: part of the key of the NAD jobs in Snakemake's output
+# cache (`cache: True`, used with --cache and SNAKEMAKE_OUTPUT_CACHE), never a reason to rerun
+# them (`ancient`); remade whenever it changes, in a moment.
+rule nad_code:
     output:
-        shard=path(npath.NAD_SHARD) + ".pt",
-        summary=path(npath.NAD_SHARD) + ".json",
+        path(npath.NAD_CODE),
+    log:
+        logs("nads/code.log"),
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=RUN.nad_code(),
+    script:
+        "../scripts/nad_code.py"
+
+
+rule nad_shard:
+    input:
+        code=ancient(path(npath.NAD_CODE)),
+    output:
+        multiext(path(npath.NAD_SHARD), shard=".pt", summary=".json"),
     log:
         logs("nads/shards/{arch}/{first}-{stop}.log"),
-    benchmark:
-        benchmarks("nads/shards/{arch}/{first}-{stop}.tsv")
+    cache: True
     conda:
         CONDA_ENV
     threads: 4  # capped at --cores by Snakemake
@@ -65,13 +82,10 @@ rule nads:
     input:
         unpack(nad_inputs),
     output:
-        artifact=path(npath.NAD) + ".pt",
-        npy=path(npath.NAD) + ".npy",
-        summary=path(npath.NAD) + ".json",
+        multiext(path(npath.NAD), artifact=".pt", npy=".npy", summary=".json"),
     log:
         logs("nads/{arch}.log"),
-    benchmark:
-        benchmarks("nads/{arch}.tsv")
+    cache: True
     conda:
         CONDA_ENV
     threads: 4  # capped at --cores by Snakemake

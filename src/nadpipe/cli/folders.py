@@ -42,7 +42,7 @@ def cmd_diff(args) -> int:
         raise Refused(str(e)) from None
     if args.figure:
         found["figures"] = folders.diff_figures(args.a, args.b, args.figure, paired)
-    print(json.dumps(found, default=str) if args.json else folders.diff_text(found))
+    print(json.dumps(found, default=str) if args.json else folders.diff_text(found, args.all))
     return 0
 
 
@@ -51,6 +51,11 @@ def diff_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("a", help="a results folder (e.g. results)")
     c.add_argument("b", help="another (e.g. results-mine)")
     c.add_argument("--json", action="store_true", help=AS_JSON)
+    c.add_argument(
+        "--all",
+        action="store_true",
+        help="also list the cells that kept their verdict while their reliance angles moved",
+    )
     c.add_argument(
         "--figure",
         metavar="PNG",

@@ -38,7 +38,7 @@ from typing import Any
 
 from snakemake.logging import logger
 
-from .. import threads, verdicts
+from .. import provenance, threads, verdicts
 from ..backend import CUBLAS_WORKSPACE
 from ..config import ConfigError
 from ..io import (
@@ -85,7 +85,7 @@ class Command:
         pricer: Any,
         serve: Callable[[str], Any],
     ):
-        self.plan, self.results, self.warnings = plan, results, warnings
+        self.plan, self.results, self.warnings, self.cfg = plan, results, warnings, cfg
         self.pricer, self.serve = pricer, serve
         self.workflow = workflow
         self.argv = surface.command_line()  # read once, here; handed to what needs it
@@ -189,19 +189,32 @@ class Command:
         -F): from its command line, as Snakemake reads it."""
         return surface.forced(self.argv) if self.main else frozenset()
 
+    def nad_code(self) -> dict:
+        """What computes this run's NADs besides their job spec: nadpipe's source, torch, the
+        backend and whether the jobs run on an accelerator (rule nad_code)."""
+        return {
+            "nadpipe": provenance.source_hash(),
+            "torch": provenance.torch_version(),
+            "backend": {
+                k: v for k, v in asdict(self.cfg.gpus.backend()).items() if k != "batch_cells"
+            },  # fmt: skip
+            "accelerated": self.accelerated,
+        }
+
     def shared(self, name: str, make: Any) -> Any:
         """What the main process plans as `make()` and the jobs Snakemake starts elsewhere (a
         SLURM job parses the workflow again, later, with other files on disk) must see the same
-        (the batches: rules they run by name). Made here and, when this command runs jobs,
-        written before any job, under its digest (no other command's file is ever replaced), its
-        path in the run's values as `name`; read from there in those jobs (None when none).
-        Written as the workflow is parsed, not at Snakemake's onstart, which a module's
-        workflow never runs."""
+        (the batches: rules they run by name). Made here and, unless it is empty or this is a
+        dry run, written before any job, under its digest (no other command's file is ever
+        replaced), its path in the run's values as `name`; read from there in those jobs (None
+        when none). Written as the workflow is parsed, not at Snakemake's onstart, which a
+        module's workflow never runs: so --lint or --report of a run with batches writes it
+        too (Snakemake tells a workflow nothing else of such a command)."""
         if not self.main:
             path = run_values().get(name)
             return None if path is None else load_json(path)
         value = make()
-        if not surface.dry_run(self.workflow):
+        if value and not surface.dry_run(self.workflow):  # none: nothing for a job to read
             text = json.dumps(value, sort_keys=True)
             digest = hashlib.sha256(text.encode()).hexdigest()[:16]
             path = os.path.abspath(at(BATCHES, self.results).replace("{digest}", digest))

@@ -540,12 +540,12 @@ def summarise_at_exit(
             return
         with contextlib.chdir(here):
             finals = outputs()  # planned once, for both
-            if not all(os.path.exists(f) for f in finals):
-                return  # Snakemake's targets were others (a module's default rule): no claim
             bad = damaged(finals, results)
             if bad:  # no result stands on them: said, and the exit status says so
                 print(damaged_message(bad), file=sys.stderr, flush=True)
                 os._exit(1)
+            if not all(os.path.exists(f) for f in finals):
+                return  # Snakemake's targets were others (a module's default rule): no claim
             text = up_to_date(finals, warnings, results, findings)
             print(text, file=sys.stderr, flush=True)
             # Snakemake's log file of this run: the first written to since this run parsed
