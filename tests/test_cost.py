@@ -15,6 +15,7 @@ from helpers import TINY, snakemake_here
 from nadpipe import config as nc
 from nadpipe import cost
 from nadpipe.grid import Plan
+from nadpipe.usage import clock
 
 
 def _plan(tmp_path, change: dict | None = None) -> Plan:
@@ -77,18 +78,22 @@ def test_a_fresh_dry_run_measures_each_model_once_and_ends_with_the_cost(tmp_pat
     env = {**os.environ, "NADPIPE_CACHE": str(tmp_path / "cache"), cost.PROBES_ENV: "measure"}
     first = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
     line = re.search(r"^nadpipe: the cost of results/ here: (\d+) jobs \((.*?)\), about "
-                     r"(.*?) on 2 cores \((.*?) of CPU; (.*)\)$", first.stdout + first.stderr,
+                     r"(.*?) on 2 cores at this machine's load now \((.*?)\); (.*?) of CPU, "
+                     r"(.*?) of it start-up \((.*)\)$", first.stdout + first.stderr,
                      re.M)  # fmt: skip
     assert line is not None, first.stderr[-2000:]
     stats = re.search(r"^total\s+(\d+)$", first.stdout + first.stderr, re.M)
     assert int(line[1]) == int(stats[1])  # every job Snakemake planned
     assert "train 1" in line[2] and "evaluate 1" in line[2] and "nads 1" in line[2]
-    measured = re.search(r"([a-z, ]+): measured now on this machine", line[5])[1].split(", ")
+    measured = re.search(r"([a-z, ]+): measured now on this machine", line[7])[1].split(", ")
     assert sorted(measured) == ["evaluate", "nads", "train"]
     kept = (tmp_path / "cache/probes.jsonl").read_text().splitlines()
     assert len(kept) == 3 and all(json.loads(r)["per"] >= 0 for r in kept)
     again = snakemake_here(tmp_path, "-n", "--cores", "2", env=env)
-    assert line[0] in again.stdout + again.stderr  # the same price, from the cache
+    # the same price, from the cache (the time at the load then may differ)
+    assert (
+        f"; {line[5]} of CPU, {line[6]} of it start-up ({line[7]})" in again.stdout + again.stderr
+    )
     assert (tmp_path / "cache/probes.jsonl").read_text().splitlines() == kept
 
 
@@ -110,7 +115,7 @@ def test_a_damaged_cost_cache_is_named_entry_by_entry_and_measured_again(tmp_pat
     out = again.stdout + again.stderr
     said = f"{cache}: line(s) 1, 2, 3 are no probe nadpipe wrote"
     assert said in out and "left out" in out, out[-2000:]
-    priced = re.search(r"^nadpipe: the cost of logs/x/ here: 15 jobs .*, about (\d\S*) ", out, re.M)
+    priced = re.search(r"^nadpipe: the cost of logs/x/ here: \d+ jobs .*, about \d", out, re.M)
     assert priced is not None and "measured now on this machine" in out  # not the damage
     rows = [json.loads(r) for r in cache.read_text().splitlines()]
     assert sorted(r["key"] for r in rows) == sorted(r["key"] for r in kept)
@@ -180,3 +185,23 @@ def test_a_model_too_slow_to_measure_is_foreseen_from_a_few_samples(tmp_path, mo
     # all per sample, from a warm-up of 2 samples and then a few (the training set: 200)
     assert fixed == 0 and per > 0
     assert sum(n for training, n in seen if training) == 2 + probes.PROBE_FEW, seen
+
+
+def test_the_time_is_the_cpu_at_the_cores_the_machines_load_leaves():
+    # 10c1e0f: "about 3.9 min" for the default study, which took 67.7 min beside other work
+    assert cost.share(2, (2, 0.0)) == 2.0  # idle: both cores
+    assert cost.share(2, (16, 6.0)) == 2.0  # the load fits beside the run
+    assert cost.share(2, (2, 6.0)) == 0.5  # 2 of 8 waiting processes: a quarter of the cores
+    assert cost.share(8, (2, 0.0)) == 2.0  # no more than the machine has
+    s = cost.Size("plot", None, "plot")
+    jobs = [("plot", s, None)] * 80
+    quiet = cost.estimate("results", jobs, 2, free=(2, 0.0))
+    busy = cost.estimate("results", jobs, 2, free=(2, 6.0))
+    said = r"about (.*?) on 2 cores at this machine's load now \(([\d.]+) on 2 cores: its jobs"
+    q, b = re.search(said, quiet), re.search(said, busy)
+    assert (q[2], b[2]) == ("0.0", "6.0") and "its jobs get about 0.5" in busy
+    # 80 x (0.6 + 0.15) CPU-s of jobs and start-up, over the cores they get; the run's own
+    # start-up and Snakemake's 0.2 s a job on top
+    work, rest = 80 * (cost.LIGHT + cost.START_JOB), cost.START_RUN + 80 * cost.PER_JOB
+    assert (q[1], b[1]) == (clock(work / 2 + rest), clock(work / 0.5 + rest))
+    assert f"of CPU, {clock(cost.START_RUN + 80 * cost.START_JOB)} of it start-up" in quiet

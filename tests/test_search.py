@@ -233,19 +233,21 @@ def test_a_dry_run_says_what_round_1_would_run_and_writes_nothing(tmp_path):
     # as a user's: the models it has no record of measured (the suite prices from records)
     env = {**os.environ, "NADPIPE_DRY_RUN_COST": "measure", "NADPIPE_CACHE": str(tmp_path / "c")}
     res = nadpipe(workdir, *SEARCH, "--dry-run", env=env)
-    # NADs read from the basis file, 3 protocols x 2 indices trained (each with its empty
-    # ahead file: trained alone, nadpipe.batching) and evaluated, the summary
+    # NADs read from the basis file (and what would compute them, the output cache's key), 3
+    # protocols x 2 indices trained (each with its empty ahead file: trained alone,
+    # nadpipe.batching) and evaluated, the summary
     assert res.stdout.startswith(
-        "round 1 would run 20 jobs (nads 1, trains_alone 6, train 6, evaluate 6, aggregate 1) "
-        "for 3 protocol(s): sigma 0.25; sigma 1; sigma 4\n"
-    )
+        "round 1 would run 21 jobs (nad_code 1, nads 1, trains_alone 6, train 6, evaluate 6, "
+        "aggregate 1) for 3 protocol(s): sigma 0.25; sigma 1; sigma 4\n"
+    ), res.stdout
     assert (
         "each later round: at most 2 protocol(s)" in res.stdout
         and "2 train job(s) each" in res.stdout
     )
-    # and what round 1 costs here (nadpipe.cost): its 20 jobs, priced
-    cost = re.search(r"^round 1: the cost of results-search-single_direction-tiny/ here: 20 jobs "
-                     r"\(.*\), about [\d.]+ (s|min) on 2 cores \(", res.stdout, re.M)  # fmt: skip
+    # and what round 1 costs here (nadpipe.cost): its 21 jobs, priced
+    cost = re.search(r"^round 1: the cost of results-search-single_direction-tiny/ here: 21 jobs "
+                     r"\(.*\), about [\d.]+ (s|min) on 2 cores at this machine's load now \(",
+                     res.stdout, re.M)  # fmt: skip
     assert cost is not None and "not priced" not in res.stdout, res.stdout
     assert not list(workdir.glob("results*"))
 

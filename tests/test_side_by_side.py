@@ -72,11 +72,11 @@ def test_two_configs_run_at_once_each_with_its_own_logs(tmp_path):
         first.send_signal(signal.SIGCONT)
     said, _ = first.communicate(timeout=300)
     assert first.returncode == 0, said[-3000:]
-    # each run's logs and benchmarks in its own folder; its warnings its own
+    # each run's logs and what its jobs used in its own folder; its warnings its own
     for results, n in (("results", 24), ("results-b", 26)):
         log = (tmp_path / results / "logs/nads/mlp.log").read_text()
         assert f"n_networks={n}," in log and f"n_networks={50 - n}," not in log
-        assert (tmp_path / results / "benchmarks/nads/mlp.tsv").exists()
+        assert (tmp_path / results / "logs/nads/mlp.usage.tsv").exists()
         summary = pd.read_parquet(tmp_path / results / "nad_pairs/summary.parquet")
         assert len(summary) > 0 and summary["accuracy"].between(0, 1).all()
     assert not (tmp_path / "logs").exists() and not (tmp_path / "benchmarks").exists()

@@ -40,12 +40,12 @@ def test_smoke_config_runs_big_jobs_alone_and_small_ones_together(smoke):
     out = result["output"]
     assert result["rc"] == 0, f"rc {result['rc']}:\n{out[-6000:]}"
     # every job of the plan but the local rules (the target `all`, the report's small text
-    # files) ran as a SLURM job: the NAD shards, the merge, the batch's training and each cell's
-    # claim alone, the 2 evaluations in one submission, the summary and every figure in one
-    # (profiles/slurm: groups), 8 submissions where 15 jobs ran
+    # files, nad_code) ran as a SLURM job: the NAD shards, the merge, the batch's training and
+    # each cell's claim alone, the 2 evaluations in one submission, the summary and every
+    # figure in one (profiles/slurm: groups), 8 submissions where 15 jobs ran
     stats = out.split("Job stats:")[1].split("total")[0]
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
-    local = ("all", "resolved_config", "report_landing", "report_summary")
+    local = ("all", "resolved_config", "report_landing", "report_summary", "nad_code")
     assert sum(planned.values()) - sum(planned[r] for r in local) == 15, planned
     together = [r for r in planned if r.startswith("train_together_")]
     assert (planned["nad_shard"], planned["train"], planned["evaluate"]) == (2, 2, 2)

@@ -46,6 +46,12 @@ LIGHT = 0.6
 # job script's start (the default study: 3:05 for 180 jobs whose CPU-seconds over 2 cores
 # give 2:37, 0.15 s a job)
 PER_JOB = 0.2
+# CPU-seconds a run pays besides its jobs' own work (measured on 2 cores of an AMD EPYC, the
+# micro study and the default study, every process of the run counted): Snakemake parsing the
+# workflow and building its DAG with nadpipe's checks, and the warm server importing torch
+# (START_RUN); each job's script, its hand-off and Snakemake's own work for it (START_JOB)
+START_RUN = 5.0
+START_JOB = 0.15
 # jobs that only touch a file (a cell's empty ahead file, nadpipe.batching): their cost is
 # Snakemake's own, in PER_JOB
 EMPTY = {"trains_alone"}
@@ -313,6 +319,22 @@ SOURCES = {
 }
 
 
+def machine() -> tuple[int, float]:
+    """The cores this process may use, and the load on this machine now (the 1-minute load
+    average: processes running or waiting for a core)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1, os.getloadavg()[0]
+
+
+def share(cores: int, free: tuple[int, float]) -> float:
+    """The cores a run's `cores` parallel jobs get on a machine of `free` (its cores and the
+    load of its other work): all of them while the two fit, else their share of the machine,
+    as the kernel divides the cores among every process that waits for one."""
+    have, load = free
+    k = max(1, min(cores, have))
+    return float(k) if load + k <= have else have * k / (load + k)
+
+
 def estimate(
     results: str,
     jobs: list[tuple[str, Size, Job | None]],
@@ -320,10 +342,12 @@ def estimate(
     probe=None,
     elsewhere: bool = False,
     later: bool = False,
+    free: tuple[int, float] | None = None,
 ) -> str:
     """The line a dry run ends with: its results folder, its jobs by kind, the time they take
-    on this machine's `cores` and the CPU-seconds, and where each kind's price came from.
-    `jobs`: (rule, size, typed job); `probe(job)` measures a size now
+    on this machine's `cores` as loaded now (`free`: its cores and load; `machine()` by
+    default) and the CPU-seconds, the run's start-up among them, and where each kind's price
+    came from. `jobs`: (rule, size, typed job); `probe(job)` measures a size now
     (nadpipe.pricing.probe); `elsewhere`: the jobs compute on a GPU or a cluster, which no
     record or probe of this machine's CPU prices; `later`: checkpoints will plan more jobs (NAD
     rounds)."""
@@ -341,10 +365,19 @@ def estimate(
         if group not in sources.setdefault(p.source, []):
             sources[p.source].append(group)
         priced.append((rule, s, p))
+    return _line(results, priced, kinds, sources, cores, free, later, elsewhere)
+
+
+def _line(results, priced, kinds, sources, cores, free, later, elsewhere) -> str:
+    """`estimate`'s line from its priced jobs: (rule, size, price), their count per kind, the
+    kinds per source of price."""
     counts = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
     known = [p.cpu for _, _, p in priced if math.isfinite(p.cpu)]
-    cpu = sum(known)
-    wall = cpu / max(cores, 1) + PER_JOB * len(priced)
+    startup = START_RUN + START_JOB * len(priced) if priced else 0.0
+    cpu = sum(known) + startup
+    free = machine() if free is None else free
+    got = share(cores, free)
+    wall = (cpu - START_RUN) / got + START_RUN + PER_JOB * len(priced) if priced else 0.0
     said = "; ".join(
         f"{', '.join(sorted(sources[source]))}: {SOURCES[source]}"
         for source in SOURCES
@@ -352,7 +385,9 @@ def estimate(
     )
     line = (
         f"nadpipe: the cost of {results}/ here: {len(priced)} jobs ({counts}), about "
-        f"{clock(wall)} on {cores} core{'s' if cores != 1 else ''} ({clock(cpu)} of CPU; {said})"
+        f"{clock(wall)} on {cores} core{'s' if cores != 1 else ''} at this machine's load now "
+        f"({free[1]:.1f} on {free[0]} cores: its jobs get about {got:.1f}); {clock(cpu)} of "
+        f"CPU, {clock(startup)} of it start-up ({said})"
     )
     missing = [(rule, s, p) for rule, s, p in priced if not math.isfinite(p.cpu)]
     if missing:

@@ -561,9 +561,23 @@ def run_round(
     cmd = _snakemake(search, search.configfile)
     log = search.out / f"round{r}.log"
     say(f"round {r}: {shlex.join([*beside('snakemake'), *cmd[3:]])} (its output: {log})")
+    stops = {signal.SIGINT, signal.SIGTERM}
     with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        # held until the round's process is known, so that a Ctrl-C or kill meanwhile stops it
+        # (below) instead of leaving it running; the round itself takes them as usual
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
         try:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, stops),
+            )
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # one held is raised here
             if not _follow(proc, r, log, say, deadline):
                 return False
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated)
@@ -644,18 +658,11 @@ def sweep(search: Search, say: Callable[[str], None]) -> Outcome:
             say(f"round {r}: no untried protocol around the best: the search is done")
             break
         new = points
-        if deadline is not None and per_training is not None:
-            need = per_training * len(new) * per_protocol
-            left = deadline - time.monotonic()
-            if need > left:
-                why = (
-                    f"round {r} would train {len(new) * per_protocol} models, about "
-                    f"{need / 60:.1f} min at {per_training:.1f} s each as measured, and "
-                    f"{max(left, 0) / 60:.1f} min of the budget are left"
-                )
-                say(f"round {r}: not started: {why}")
-                write(search, rows, summary)
-                return Outcome(rows, why)
+        why = _unaffordable(r, len(new) * per_protocol, per_training, deadline)
+        if why:
+            say(f"round {r}: not started: {why}")
+            write(search, rows, summary)
+            return Outcome(rows, why)
         tried.update({p: r for p in new})
         say(
             f"round {r} of at most {last}: {len(new)} new protocol(s) "
@@ -682,6 +689,21 @@ def sweep(search: Search, say: Callable[[str], None]) -> Outcome:
         rows = _measure(search, r, tried, measured, summary)
         points = _next(search, r, rows[0], tried, say, r < last)
     return Outcome(rows)
+
+
+def _unaffordable(r: int, trainings: int, per_training, deadline) -> str | None:
+    """Why round `r` of `trainings` cannot be paid from what the budget has left (its cost
+    planned from the seconds a training took so far); None when it can, or nothing says."""
+    if deadline is None or per_training is None:
+        return None
+    need, left = per_training * trainings, deadline - time.monotonic()
+    if need <= left:
+        return None
+    return (
+        f"round {r} would train {trainings} models, about {need / 60:.1f} min at "
+        f"{per_training:.1f} s each as measured, and {max(left, 0) / 60:.1f} min of the budget "
+        "are left"
+    )
 
 
 def _start(search: Search, say: Callable[[str], None]):

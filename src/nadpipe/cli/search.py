@@ -66,29 +66,37 @@ def cmd_search(args) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    rows = outcome.rows
     if outcome.stopped:
-        again = without_option(sys.argv[1:], "--resume")
-        line = shlex.join([*program_here(), *again, "--resume", str(s.out / "search.csv")])
-        if outcome.interrupted:
-            print(
-                f"nadpipe search: {outcome.stopped}. The table of what was measured is "
-                f"{s.out}/search.csv; go on, here or on another machine, with: {line}",
-                file=sys.stderr,
-            )
-            return 130
-        if not rows:
-            print(
-                f"nadpipe search: stopped at its budget before a round finished "
-                f"({outcome.stopped}): no protocol measured; give it more minutes",
-                file=sys.stderr,
-            )
-            return 1
-        say(
-            f"stopped at its budget: {outcome.stopped}. The table of what was measured is "
-            f"{s.out}/search.csv; go on, here or on another machine, with: {line}"
+        code = _stopped(s, outcome)
+        if code:
+            return code
+    _say_best(s, outcome.rows)
+    return 0
+
+
+def _stopped(s, outcome) -> int:
+    """What a search the budget or the user stopped says: the table so far and the line that
+    goes on from it; the exit status (0: it goes on to say the best so far)."""
+    again = without_option(sys.argv[1:], "--resume")
+    line = shlex.join([*program_here(), *again, "--resume", str(s.out / "search.csv")])
+    if outcome.interrupted:
+        print(
+            f"nadpipe search: {outcome.stopped}. The table of what was measured is "
+            f"{s.out}/search.csv; go on, here or on another machine, with: {line}",
+            file=sys.stderr,
         )
-    _say_best(s, rows)
+        return 130
+    if not outcome.rows:
+        print(
+            f"nadpipe search: stopped at its budget before a round finished "
+            f"({outcome.stopped}): no protocol measured; give it more minutes",
+            file=sys.stderr,
+        )
+        return 1
+    say(
+        f"stopped at its budget: {outcome.stopped}. The table of what was measured is "
+        f"{s.out}/search.csv; go on, here or on another machine, with: {line}"
+    )
     return 0
 
 
