@@ -1051,8 +1051,13 @@ def test_every_results_folder_side_by_side(run, tmp_path):
     text = subprocess.run([sys.executable, "-m", "nadpipe.cli", "runs", str(tmp_path)],
                           capture_output=True, text=True).stdout  # fmt: skip
     # a row a folder: its studies, architectures, cells, CPU spent and first finding
-    row = next(line for line in text.splitlines() if line.startswith("results-other/ "))
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("results-other/ "))
+    row = lines[at]
     assert " nad_pairs " in row and f" {runs[1]['cells']} " in row and ended[0] in row, text
+    # its other findings on the lines below it, in the same column: the run's own words
+    below = [line.strip() for line in lines[at + 1 : at + len(ended)]]
+    assert below == ended[1:] and lines[at + 1].index(ended[1]) == row.index(ended[0]), text
     assert f"differs: nads.n_networks: results/ {n - 1}, results-other/ {n}" in text
     assert runs[0]["cpu_seconds"] > 0  # what the run's jobs took, from its cost records
     # two of them, cell by cell: one cell's models made to rely on the other channel

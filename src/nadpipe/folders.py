@@ -169,21 +169,21 @@ def side_by_side(root: str | Path) -> list[dict]:
 
 
 def text(runs: list[dict]) -> str:
-    """The folders as a table, a row each (its first finding; `--json` has them all), then the
-    config keys whose values differ, then the folders that could not be read."""
+    """The folders as a table, a row each (its other findings on the lines below it, under its
+    first), then the config keys whose values differ, then the folders that could not be
+    read."""
     if not runs:
         return "no results folder here (a folder with config.yaml and a study's summary.parquet)"
     good = [r for r in runs if "unreadable" not in r]
     head = ["folder", "finished", "nadpipe", "studies", "architectures", "cells", "CPU", "finding"]
     rows = []
     for r in good:
-        more = len(r["findings"]) - 1
-        finding = (r["findings"] or ["(no finding stated)"])[0] + (f" (+{more} more)" if more > 0
-                                                                   else "")  # fmt: skip
+        found = r["findings"] or ["(no finding stated)"]
         cpu = "?" if r.get("cpu_seconds") is None else clock(r["cpu_seconds"])
         rows.append([f"{r['folder']}/", r["made"], ", ".join(r["versions"]) or "?",
                      ", ".join(r["studies"]), ", ".join(r["architectures"]), str(r["cells"]),
-                     cpu, finding])  # fmt: skip
+                     cpu, found[0]])  # fmt: skip
+        rows += [[""] * (len(head) - 1) + [f] for f in found[1:]]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1]
              for row in [head, *rows]]  # fmt: skip
