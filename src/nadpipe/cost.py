@@ -35,6 +35,7 @@ from .io import cache, save_text
 from .log import warn
 from .paths import COSTS, at
 from .settings import plain
+from .threads import cores_here
 from .usage import clock, usage_table
 
 Job = NadJob | NadShardJob | TrainJob | EvalJob
@@ -320,10 +321,10 @@ SOURCES = {
 
 
 def machine() -> tuple[int, float]:
-    """The cores this process may use, and the load on this machine now (the 1-minute load
-    average: processes running or waiting for a core)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return cores or 1, os.getloadavg()[0]
+    """The cores this process may use (nadpipe.threads.cores_here: its affinity within its
+    cgroup's quota), and the load on this machine now (the 1-minute load average: processes
+    running or waiting for a core)."""
+    return cores_here(), os.getloadavg()[0]
 
 
 def share(cores: int, free: tuple[int, float]) -> float:

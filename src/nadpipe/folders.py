@@ -126,14 +126,15 @@ def _cpu(folder: Path) -> float | None:
 def _findings(study: str, df, config: dict) -> list[str]:
     """What a study's summary shows, in its study's words: a registry study's, or one of a
     module the folder's config names (study_modules), imported from here if it can be."""
-    if study not in REGISTRY:
-        modules = config.get("study_modules") or []
-        with contextlib.suppress(Exception):  # a module not importable here: no words for it
-            load_modules([m for m in modules if isinstance(m, str)], lambda i: "study_modules")
-    if study not in REGISTRY:
-        return [f"(a study of one's own whose module is not importable here: "
-                f"{', '.join(map(str, modules)) or 'none named'})"]  # fmt: skip
-    return list(REGISTRY[study].findings(df))
+    if study in REGISTRY:
+        return list(REGISTRY[study].findings(df))
+    modules = [m for m in config.get("study_modules") or [] if isinstance(m, str)]
+    with contextlib.suppress(Exception):  # a module not importable here: no words for it
+        load_modules(modules, lambda i: "study_modules")
+    if study in REGISTRY:
+        return list(REGISTRY[study].findings(df))
+    return [f"(a study of one's own whose module is not importable here: "
+            f"{', '.join(modules) or 'none named'})"]  # fmt: skip
 
 
 def _differ(configs: list[dict]) -> list[str]:

@@ -50,7 +50,8 @@ KEPT = "{root}/.nadpipe/kept"
 # the finished chunks of a NAD job's networks, kept until the job ends (a stopped job's rerun
 # computes only the rest), one folder per job, named by what decides them
 CHUNKS = "{root}/.nadpipe/chunks"
-# this run's batches, written by the main process for the jobs Snakemake starts elsewhere
+# this run's batches, written by the main process as it parses the workflow, named by their
+# digest, for the batches' jobs and the jobs Snakemake starts elsewhere
 BATCHES = "{root}/.nadpipe/batches/{digest}.json"
 # what each job a run executed cost, one JSON line a job: what a dry run prices (nadpipe.cost)
 COSTS = "{root}/.nadpipe/costs.jsonl"

@@ -121,17 +121,15 @@ def nad_rounds(w):
 def nad_inputs(w):
     """A file to read; or the shards to put together; or, until converged, what the rounds
     ask and what they took (nad_converged)."""
-    code = ancient(
-        path(npath.NAD_CODE)
-    )  # the cache's key, never a rerun (rule nad_code)
     if PLAN.nad_rounds(w.arch):
-        return {
+        made = {
             "goal": path(npath.NAD_GOAL, arch=w.arch),
             "converged": path(npath.NAD_CONVERGED, arch=w.arch),
-            "code": code,
         }
-    return {
-        "nads_file": PLAN.nad_job(w.arch).file or [],
-        "shards": PLAN.nad_shards(w.arch),
-        "code": code,
-    }
+    else:
+        made = {
+            "nads_file": PLAN.nad_job(w.arch).file or [],
+            "shards": PLAN.nad_shards(w.arch),
+        }
+    # and what computes them: the output cache's key, never a rerun (rule nad_code)
+    return {**made, "code": ancient(path(npath.NAD_CODE))}

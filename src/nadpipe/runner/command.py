@@ -225,9 +225,9 @@ class Command:
         return value
 
     def start(self) -> None:
-        """Snakemake's onstart: this command executes jobs. Hold the run lock, write what the
-        jobs share before any job, remember the model checks that passed, start the warm job
-        server."""
+        """Snakemake's onstart: this command executes jobs. Hold the run lock, remember the
+        model checks that passed, start the warm job server. (What the jobs share is written
+        as the workflow is parsed: `shared`.)"""
 
         lifecycle.take_lock(self.results, self.argv)
         if self.owners is not None:
